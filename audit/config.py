@@ -1,0 +1,162 @@
+"""Frozen, validated configuration: profiles, one sweep, and one grid cell (hashed canonically)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from audit.datasets import check_dataset_name
+
+
+def _choices(enum: type[Enum]) -> str:
+    return ", ".join(m.value for m in enum)
+
+
+def parse_enum(enum: type[Enum], value: str, what: str) -> Any:
+    """Look up an Enum member by value; the ValueError quotes the value and the allowed ones."""
+    try:
+        return enum(value)
+    except ValueError:
+        raise ValueError(f"unknown {what} {value!r}; choose one of: {_choices(enum)}") from None
+
+
+class MechanismName(str, Enum):
+    NONE = "none"
+    CDP = "cdp"
+    CDP_TERMWISE = "cdp-termwise"
+    LDP = "ldp"
+    VAE_LDP = "vae-ldp"
+
+
+class ProfileName(str, Enum):
+    QUICK = "quick"
+    STANDARD = "standard"
+    PAPER = "paper"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Every knob a profile sets; each can be overridden on the command line.
+
+    ``max_train``: cap on |D_train| (None = the split's full training set); a small training set
+    is what lets a VAE memorise, which is what the attack detects (see README).
+    """
+
+    epochs: int
+    batch_size: int
+    lr: float
+    latent_dim: int
+    beta: float
+    attack_samples: int
+    attack_records: int | None
+    classifier_epochs: int
+    classifier_patience: int
+    max_train: int | None
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "latent_dim", "attack_samples", "classifier_epochs",
+                     "classifier_patience"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        for name in ("attack_records", "max_train"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 2):
+                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 2, got {value!r}")
+        if not (isinstance(self.lr, float | int) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
+        if not (math.isfinite(self.beta) and self.beta >= 0):
+            raise ValueError(f"beta must be a non-negative finite number, got {self.beta!r}")
+
+
+PROFILES: dict[ProfileName, Profile] = {
+    ProfileName.QUICK: Profile(
+        epochs=30, batch_size=32, lr=2e-3, latent_dim=16, beta=1.0, attack_samples=20,
+        attack_records=None, classifier_epochs=20, classifier_patience=5, max_train=100,
+    ),
+    ProfileName.STANDARD: Profile(
+        epochs=300, batch_size=32, lr=1e-3, latent_dim=100, beta=1.0, attack_samples=100,
+        attack_records=None, classifier_epochs=60, classifier_patience=8, max_train=100,
+    ),
+    ProfileName.PAPER: Profile(
+        epochs=1000, batch_size=32, lr=1e-3, latent_dim=100, beta=1.0, attack_samples=300,
+        attack_records=2000, classifier_epochs=100, classifier_patience=10, max_train=None,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class CellConfig:
+    """Everything that determines one grid cell's result; its hash names the cell directory."""
+
+    dataset: str
+    mech: MechanismName
+    param_name: str
+    param_value: float | None
+    seed: int
+    profile: Profile
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def canonical(self) -> dict[str, Any]:
+        body = asdict(self)
+        body["mech"] = self.mech.value
+        body["options"] = dict(self.options)
+        return body
+
+    @property
+    def config_hash(self) -> str:
+        text = json.dumps(self.canonical(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One invocation of the benchmark: which cells to run and where results go."""
+
+    dataset: str
+    mechs: tuple[MechanismName, ...]
+    profile_name: ProfileName
+    profile: Profile
+    seeds: tuple[int, ...]
+    out: Path
+    device: str = "cpu"
+    data_home: Path | None = None
+    grid: tuple[float, ...] | None = None
+    overwrite: bool = False
+    progress: bool = True
+    mech_options: tuple[tuple[str, Any], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        check_dataset_name(self.dataset)
+        if not self.seeds:
+            raise ValueError("at least one seed is required")
+        for seed in self.seeds:
+            if not isinstance(seed, int) or seed < 0:
+                raise ValueError(f"seeds must be non-negative integers, got {seed!r}")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct, got {list(self.seeds)}")
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ValueError(f"unknown device {self.device!r}; choose cpu or cuda[:N]")
+        if self.grid is not None:
+            if not self.grid:
+                raise ValueError("--grid needs at least one value")
+            for value in self.grid:
+                if not math.isfinite(value) or value <= 0:
+                    raise ValueError(f"grid values must be positive finite numbers, got {value!r}")
+
+
+def override_profile(profile: Profile, **overrides: Any) -> Profile:
+    """A copy of ``profile`` with the non-None overrides applied (validated again)."""
+    known = {f.name for f in fields(Profile)}
+    unknown = set(overrides) - known
+    if unknown:
+        raise ValueError(f"unknown profile setting(s) {sorted(unknown)}; known: {sorted(known)}")
+    return replace(profile, **{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,246 @@
+"""Dataset registry, loaders and the seeded stratified split of paper 003 (Figure 1).
+
+Every loader returns float32 images (N, C, H, W) in [0, 1] and int64 labels (N,).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+
+from audit.seeding import Purpose, derive_seed
+
+log = logging.getLogger(__name__)
+
+NPZ_PREFIX = "npz:"
+
+
+class DatasetUnavailable(ValueError):
+    """The data cannot be loaded here (not downloaded, unreachable, malformed)."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A labelled image dataset. ``x``: float32 (N, C, H, W) in [0, 1]; ``y``: int64 (N,)."""
+
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+    class_names: tuple[str, ...]
+    split_fractions: tuple[float, float, float] = (0.5, 0.2, 0.3)
+    modality: str = "image"
+
+    def __post_init__(self) -> None:
+        if self.x.ndim != 4:
+            raise DatasetUnavailable(
+                f"dataset {self.name!r}: images must be (N, C, H, W), got shape {self.x.shape}"
+            )
+        if len(self.x) != len(self.y):
+            raise DatasetUnavailable(
+                f"dataset {self.name!r}: {len(self.x)} images but {len(self.y)} labels"
+            )
+        if not np.isfinite(self.x).all():
+            raise DatasetUnavailable(f"dataset {self.name!r}: images contain NaN or infinity")
+        if self.x.min() < 0 or self.x.max() > 1:
+            raise DatasetUnavailable(
+                f"dataset {self.name!r}: pixel values must lie in [0, 1], "
+                f"got [{self.x.min():.3g}, {self.x.max():.3g}]"
+            )
+        if self.y.min() < 0 or self.y.max() >= len(self.class_names):
+            raise DatasetUnavailable(
+                f"dataset {self.name!r}: labels must be 0..{len(self.class_names) - 1}"
+            )
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return tuple(self.x.shape[1:])  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Split:
+    """Index arrays into a Dataset for D_train, D_val and D_test (disjoint, stratified)."""
+
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    sizes: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "sizes", {"train": len(self.train), "val": len(self.val), "test": len(self.test)}
+        )
+
+
+def stratified_split(
+    y: np.ndarray, *, fractions: tuple[float, float, float], seed: int
+) -> Split:
+    """Seeded stratified split into train/val/test with the given fractions (summing to 1)."""
+    if len(fractions) != 3 or any(f <= 0 for f in fractions) or not math.isclose(sum(fractions), 1):
+        raise ValueError(f"split fractions must be three positive numbers summing to 1, got {fractions}")
+    idx = np.arange(len(y))
+    split_seed = derive_seed(seed, Purpose.SPLIT) % (2**32)
+    train, rest = train_test_split(
+        idx, train_size=fractions[0], stratify=y, random_state=split_seed
+    )
+    val_share = fractions[1] / (fractions[1] + fractions[2])
+    val, test = train_test_split(
+        rest, train_size=val_share, stratify=y[rest], random_state=split_seed + 1
+    )
+    return Split(train=np.sort(train), val=np.sort(val), test=np.sort(test))
+
+
+def _to_float_images(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def load_digits_dataset(data_home: Path | None = None) -> Dataset:
+    """scikit-learn's 1797 8x8 digits (16 grey levels), scaled to [0, 1]."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = _to_float_images(bunch.images[:, None] / 16.0)
+    names = tuple(str(n) for n in bunch.target_names)
+    return Dataset("digits", x, bunch.target.astype(np.int64), names)
+
+
+def load_lfw_subset(data_home: Path | None = None) -> Dataset:
+    """scikit-image's 200 25x25 LFW crops: the first 100 are faces, the rest non-faces."""
+    from skimage import data
+
+    images = data.lfw_subset()
+    x = _to_float_images(images[:, None])
+    if x.max() > 1:
+        x = x / 255.0
+    y = np.repeat(np.array([1, 0], dtype=np.int64), 100)
+    return Dataset("lfw-subset", x, y, ("non-face", "face"))
+
+
+def _lfw_offline_error(name: str, data_home: Path | None, reason: str) -> DatasetUnavailable:
+    where = str(data_home) if data_home else "scikit-learn's default data home (~/scikit_learn_data)"
+    return DatasetUnavailable(
+        f"dataset {name!r} needs LFW, which is not in {where} and could not be downloaded "
+        f"({reason}); fetch it where the internet is reachable with "
+        f"sklearn.datasets.fetch_lfw_people(data_home=DIR) and pass --data-home DIR, "
+        f"or use an embedded dataset (digits, lfw-subset)"
+    )
+
+
+def _lfw_top_identities(name: str, k: int, data_home: Path | None, side: int = 64) -> Dataset:
+    """The k LFW identities with the most images, RGB, resized to side x side.
+
+    Notes: loaded through ``fetch_lfw_people`` (funneled, its default face crop 125x94), so the
+    layout is scikit-learn's ``lfw_home/lfw_funneled/<Name>/<Name>_NNNN.jpg``. Ties in image count
+    at the k-th identity are broken by name.
+    """
+    from sklearn.datasets import fetch_lfw_people, get_data_home
+    from skimage.transform import resize
+
+    folder = Path(get_data_home(data_home)) / "lfw_home" / "lfw_funneled"
+    if not folder.is_dir():
+        try:  # download once; the impossible filter keeps the load itself empty
+            fetch_lfw_people(data_home=data_home, min_faces_per_person=10**9, n_retries=1)
+        except ValueError:
+            pass  # "min_faces_per_person is too restrictive": the download itself succeeded
+        except OSError as exc:  # URLError is an OSError
+            raise _lfw_offline_error(name, data_home, type(exc).__name__) from None
+    if not folder.is_dir():
+        raise _lfw_offline_error(name, data_home, f"{folder} is missing")
+    counts = {p.name: sum(1 for _ in p.glob("*.jpg")) for p in folder.iterdir() if p.is_dir()}
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if len(ranked) < k:
+        raise DatasetUnavailable(
+            f"dataset {name!r} needs {k} identities but {folder} holds {len(ranked)}"
+        )
+    chosen = {n.replace("_", " ") for n, _ in ranked[:k]}
+    try:
+        bunch = fetch_lfw_people(
+            data_home=data_home, min_faces_per_person=ranked[k - 1][1], color=True,
+            resize=1.0, download_if_missing=False,
+        )
+    except OSError as exc:
+        raise _lfw_offline_error(name, data_home, str(exc)) from None
+    keep_names = [n for n in bunch.target_names if n in chosen]
+    remap = {old: new for new, old in enumerate(
+        i for i, n in enumerate(bunch.target_names) if n in chosen)}
+    mask = np.isin(bunch.target, list(remap))
+    images = bunch.images[mask]
+    images = images / 255.0 if images.max() > 1 else images
+    x = np.stack([resize(im, (side, side), anti_aliasing=True) for im in images])
+    x = _to_float_images(np.clip(x, 0, 1).transpose(0, 3, 1, 2))
+    y = np.array([remap[t] for t in bunch.target[mask]], dtype=np.int64)
+    return Dataset(name, x, y, tuple(keep_names))
+
+
+def load_npz(path: Path) -> Dataset:
+    """User data: an .npz with ``X`` (N, H, W), (N, C, H, W) or (N, H, W, C) and integer ``y``.
+
+    Pixels in [0, 1] are taken as they are; uint8 or values up to 255 are divided by 255.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetUnavailable(f"npz dataset {str(path)!r} does not exist")
+    with np.load(path, allow_pickle=False) as data:
+        missing = {"X", "y"} - set(data.files)
+        if missing:
+            raise DatasetUnavailable(
+                f"npz dataset {str(path)!r} lacks array(s) {sorted(missing)}; it must hold X and y"
+            )
+        x, y = data["X"], data["y"]
+    if x.ndim == 3:
+        x = x[:, None]
+    elif x.ndim == 4 and x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
+        x = x.transpose(0, 3, 1, 2)
+    if x.ndim != 4 or x.shape[1] not in (1, 3):
+        raise DatasetUnavailable(
+            f"npz dataset {str(path)!r}: X has shape {x.shape}; allowed: (N, H, W), "
+            f"(N, C, H, W) or (N, H, W, C) with C in (1, 3)"
+        )
+    x = x.astype(np.float32)
+    if not np.isfinite(x).all():
+        raise DatasetUnavailable(f"npz dataset {str(path)!r}: X contains NaN or infinity")
+    if x.max() > 1:
+        x = x / 255.0
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+        raise DatasetUnavailable(
+            f"npz dataset {str(path)!r}: y must be a 1-D integer array, got {y.dtype} {y.shape}"
+        )
+    classes, y = np.unique(y, return_inverse=True)
+    return Dataset(f"npz:{path.name}", x, y.astype(np.int64), tuple(str(c) for c in classes))
+
+
+LOADERS: dict[str, Callable[[Path | None], Dataset]] = {
+    "digits": load_digits_dataset,
+    "lfw-subset": load_lfw_subset,
+    "lfw20": lambda home: _lfw_top_identities("lfw20", 20, home),
+    "lfw50": lambda home: _lfw_top_identities("lfw50", 50, home),
+}
+
+
+def dataset_names() -> list[str]:
+    return [*LOADERS, "npz:PATH"]
+
+
+def check_dataset_name(name: str) -> str:
+    """Validate a dataset name without loading it; returns the name."""
+    if name in LOADERS or (name.startswith(NPZ_PREFIX) and len(name) > len(NPZ_PREFIX)):
+        return name
+    raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(dataset_names())}")
+
+
+def load_dataset(name: str, *, data_home: Path | None = None) -> Dataset:
+    """Load a dataset by registry name (``digits``, ``lfw-subset``, ``lfw20``, ``lfw50``, ``npz:PATH``)."""
+    check_dataset_name(name)
+    if name.startswith(NPZ_PREFIX):
+        return load_npz(Path(name[len(NPZ_PREFIX):]))
+    log.info("loading dataset %s", name)
+    return LOADERS[name](data_home)

@@ -1,0 +1,67 @@
+"""Atomic, schema-versioned persistence: write to a temporary file, then ``os.replace``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SCHEMA_VERSION = 1
+
+
+def _atomic(path: Path, write: Callable[[Path], None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        return _jsonable(value.item())
+    return value
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` plus ``schema_version`` as JSON, atomically (non-finite floats as strings)."""
+    body = json.dumps({"schema_version": SCHEMA_VERSION, **_jsonable(payload)}, indent=2)
+    _atomic(Path(path), lambda tmp: tmp.write_text(body + "\n"))
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    data = json.loads(Path(path).read_text())
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema_version {version!r}, this code reads {SCHEMA_VERSION}")
+    return data
+
+
+def write_text(path: Path, text: str) -> None:
+    _atomic(Path(path), lambda tmp: tmp.write_text(text))
+
+
+def save_state(path: Path, state: dict[str, Any]) -> None:
+    """Save a state dict (tensors) with ``torch.save``, atomically."""
+    _atomic(Path(path), lambda tmp: torch.save({"schema_version": SCHEMA_VERSION, **state}, tmp))
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    return torch.load(Path(path), map_location="cpu", weights_only=True)

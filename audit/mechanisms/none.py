@@ -1,0 +1,23 @@
+"""The non-private reference run (paper 003's 'original' trade-off point)."""
+
+from __future__ import annotations
+
+import math
+
+from audit.config import CellConfig, MechanismName
+from audit.mechanisms.base import CellData, Mechanism
+from audit.privacy.claim import PrivacyClaim
+from models.training import TrainHistory
+
+
+class NoPrivacy(Mechanism):
+    name = MechanismName.NONE
+    param_name = "none"
+    default_grid = ()
+
+    def validate_value(self, value: float | None) -> None:
+        if value is not None:
+            raise ValueError(f"mechanism 'none' takes no parameter, got {value!r}")
+
+    def claim(self, cell: CellConfig, data: CellData, history: TrainHistory) -> PrivacyClaim:
+        return PrivacyClaim(epsilon=math.inf, delta=0.0, method="none", accountant="none")

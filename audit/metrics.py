@@ -1,0 +1,38 @@
+"""The privacy-accuracy trade-off score phi of paper 003 (Eq. 2)."""
+
+from __future__ import annotations
+
+import math
+
+ATK_BASE = 0.5  # MI AP of a coin flip on a balanced D_atk
+PHI_MAX = 2.0
+
+
+def phi_score(
+    *, atk_orig: float, atk: float, acc_orig: float, acc: float, acc_base: float,
+    atk_base: float = ATK_BASE,
+) -> float:
+    """phi = min(2, max(0, (ATK_o - ATK_e)(ACC_o - ACC_b)) / max(0, (ACC_o - ACC_e)(ATK_o - ATK_b))).
+
+    The relative privacy gained per relative accuracy lost, against the same dataset's
+    non-private run (``*_orig``); ``acc_base`` = 1/#classes, ``atk_base`` = 0.5.
+
+    Notes
+    -----
+    Paper 003 leaves the degenerate cases open; we define them so that phi is total:
+    - numerator 0 (no privacy gained, including 0/0): phi = 0, a setting that buys no privacy
+      earns no credit whatever it costs;
+    - denominator 0 with a positive numerator (privacy gained for free, or a baseline attack
+      no better than chance): phi = 2, the cap.
+    Any NaN input gives NaN.
+    """
+    values = (atk_orig, atk, acc_orig, acc, acc_base, atk_base)
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    num = max(0.0, (atk_orig - atk) * (acc_orig - acc_base))
+    den = max(0.0, (acc_orig - acc) * (atk_orig - atk_base))
+    if num == 0.0:
+        return 0.0
+    if den == 0.0:
+        return PHI_MAX
+    return min(PHI_MAX, num / den)

@@ -1,0 +1,189 @@
+"""One grid cell end to end (paper 003, Figure 1): mechanism -> target VAE -> D_gen -> classifier
+accuracy, and the reconstruction attack on unperturbed members vs non-members."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attacks import AttackData, Distance, get_attack
+from audit import io
+from audit.config import CellConfig
+from audit.datasets import Dataset, Split
+from audit.mechanisms import CellData, Context, get_mechanism
+from audit.seeding import Purpose, derive_seed, numpy_rng, torch_generator
+from models.classifier import SmallCNN
+from models.training import (
+    ClassifierSettings,
+    Pair,
+    accuracy,
+    evaluate_vae_loss,
+    holdout_split,
+    train_classifier,
+)
+from models.vae import ConditionalConvVAE
+
+log = logging.getLogger(__name__)
+
+GEN_HOLDOUT = 0.2  # share of D_gen held out for the classifier's early stopping
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    rows: list[dict[str, Any]]
+    model_state: dict[str, torch.Tensor]
+    history: dict[str, Any]
+
+
+def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
+    """Tensors of the split, with D_train capped at ``profile.max_train`` (stratified, seeded)."""
+    train_idx = split.train
+    cap = cell.profile.max_train
+    if cap is not None and cap < len(train_idx):
+        rng = numpy_rng(cell.seed, Purpose.SPLIT, "cap")
+        train_idx = _stratified_subset(train_idx, dataset.y[train_idx], cap, rng)
+
+    def pair(idx: np.ndarray) -> Pair:
+        return torch.from_numpy(dataset.x[idx]), torch.from_numpy(dataset.y[idx])
+
+    n_total = len(train_idx) + len(split.val) + len(split.test)
+    return CellData(pair(train_idx), pair(split.val), pair(split.test), dataset.num_classes, n_total)
+
+
+def _stratified_subset(idx: np.ndarray, y: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k indices of ``idx`` keeping each class's share (largest remainders), sorted."""
+    classes, counts = np.unique(y, return_counts=True)
+    quota = counts * k / len(y)
+    take = np.floor(quota).astype(int)
+    for i in np.argsort(-(quota - take))[: k - take.sum()]:
+        take[i] += 1
+    chosen = [rng.choice(idx[y == c], size=t, replace=False) for c, t in zip(classes, take)]
+    return np.sort(np.concatenate(chosen))
+
+
+def attack_set(data: CellData, cell: CellConfig) -> AttackData:
+    """Balanced D_atk: members from D_train, non-members from D_test, always UNPERTURBED."""
+    limit = cell.profile.attack_records
+    n_each = min(len(data.train[0]), len(data.test[0]))
+    if limit is not None:
+        n_each = min(n_each, limit // 2)
+    rng = numpy_rng(cell.seed, Purpose.ATTACK, "records")
+    members = np.sort(rng.choice(len(data.train[0]), size=n_each, replace=False))
+    others = np.sort(rng.choice(len(data.test[0]), size=n_each, replace=False))
+    x = torch.cat([data.train[0][members], data.test[0][others]])
+    y = torch.cat([data.train[1][members], data.test[1][others]])
+    is_member = np.concatenate([np.ones(n_each, bool), np.zeros(n_each, bool)])
+    return AttackData(x=x, y=y, is_member=is_member)
+
+
+def generate(model: ConditionalConvVAE, labels: torch.Tensor, *, seed: int, batch: int = 512) -> Pair:
+    """D_gen: one decoded z ~ N(0, I) per label (labels follow D_train's distribution)."""
+    device = next(model.parameters()).device
+    gen = torch_generator(seed, Purpose.GENERATE)
+    out = []
+    model.eval()
+    with torch.inference_mode():
+        for start in range(0, len(labels), batch):
+            y = labels[start : start + batch]
+            z = torch.randn(len(y), model.latent_dim, generator=gen)
+            out.append(model.decode(z.to(device), y.to(device)).cpu())
+    return torch.cat(out), labels.clone()
+
+
+def classifier_settings(cell: CellConfig, device: str, purpose: str) -> ClassifierSettings:
+    p = cell.profile
+    return ClassifierSettings(
+        epochs=p.classifier_epochs, patience=p.classifier_patience,
+        seed=derive_seed(cell.seed, Purpose.CLASSIFIER, purpose) % 2**31, device=device,
+    )
+
+
+def classifier_accuracy(
+    train: Pair, val: Pair, test: Pair, *, num_classes: int, settings: ClassifierSettings,
+    ctx: Context, desc: str,
+) -> float:
+    """Train the target classifier on ``train`` (early stop on ``val``); accuracy on real ``test``."""
+    channels = train[0].shape[1]
+    model = train_classifier(
+        lambda: SmallCNN(channels=channels, num_classes=num_classes), train, val, settings,
+        progress=ctx.progress, desc=desc,
+    )
+    return accuracy(model, test)
+
+
+def run_cell(
+    cell: CellConfig, data: CellData, ctx: Context, *, acc_real: float, code_version: str
+) -> CellOutcome:
+    """Run one cell; returns one row per distance, the target model's state and its history."""
+    start = time.perf_counter()
+    mech = get_mechanism(cell.mech)
+    prepared = mech.prepare(cell, data, ctx)
+    channels, height, width = data.shape
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(cell.seed, Purpose.INIT) % 2**63)
+        model = ConditionalConvVAE(
+            channels=channels, height=height, width=width, num_classes=data.num_classes,
+            latent_dim=cell.profile.latent_dim,
+        ).to(ctx.device)
+    history = mech.train(model, prepared, cell, ctx)
+    model.eval()
+    claim = mech.claim(cell, data, history)
+    gap_seed = derive_seed(cell.seed, Purpose.TRAIN, "gap") % 2**63
+    loss_train = evaluate_vae_loss(model, data.train, beta=cell.profile.beta, seed=gap_seed)
+    loss_test = evaluate_vae_loss(model, data.test, beta=cell.profile.beta, seed=gap_seed)
+
+    gen_x, gen_y = generate(model, data.train[1], seed=cell.seed)
+    fit, hold = holdout_split(len(gen_x), fraction=GEN_HOLDOUT,
+                              seed=derive_seed(cell.seed, Purpose.GENERATE, "holdout") % 2**32)
+    acc = classifier_accuracy(
+        (gen_x[fit], gen_y[fit]), (gen_x[hold], gen_y[hold]), data.test,
+        num_classes=data.num_classes, settings=classifier_settings(cell, ctx.device, "gen"),
+        ctx=ctx, desc="classifier on D_gen",
+    )
+
+    atk_data = attack_set(data, cell)
+    attack = get_attack("reconstruction")(
+        n_samples=cell.profile.attack_samples, distances=tuple(Distance),
+        seed=derive_seed(cell.seed, Purpose.ATTACK), device=ctx.device,
+    )
+    bar = ctx.progress(total=len(atk_data.is_member), desc="attack")
+    results = attack.run(model, atk_data, progress=bar.update)
+    bar.close()
+
+    wall = time.perf_counter() - start
+    base = {
+        "dataset": cell.dataset, "mech": cell.mech.value, "param_name": mech.param_name,
+        "param_value": cell.param_value if cell.param_value is not None else math.nan,
+        "seed": cell.seed, "profile": cell.option("profile_name", ""),
+        "acc": acc, "acc_base": 1.0 / data.num_classes, "acc_real": acc_real,
+        "train_test_gap": loss_test - loss_train,
+        "epsilon": claim.epsilon, "delta": claim.delta, "epsilon_method": claim.method,
+        "accountant": claim.accountant,
+        "privacy_notes": "; ".join(f"{k}={v}" for k, v in {**prepared.notes, **claim.extra}.items()),
+        "phi": math.nan, "epochs": cell.profile.epochs, "batch_size": cell.profile.batch_size,
+        "lr": cell.profile.lr, "latent_dim": cell.profile.latent_dim,
+        "n_train": len(data.train[0]), "n_attack": len(atk_data.is_member),
+        "attack_samples": cell.profile.attack_samples,
+        "clip_norm": history.extra.get("clip_norm", math.nan),
+        "wall_s": wall, "config_hash": cell.config_hash, "code_version": code_version,
+    }
+    rows = [{**base, "distance": d.value, **results[d].to_row()} for d in results]
+    hist = {"train_loss": history.train_loss, "val_loss": history.val_loss, "extra": history.extra,
+            "loss_train_real": loss_train, "loss_test_real": loss_test}
+    return CellOutcome(rows=rows, model_state=model.state_dict(), history=hist)
+
+
+def save_outcome(cell_dir: Path, cell: CellConfig, outcome: CellOutcome, metadata: dict) -> None:
+    """Write the cell's files; ``rows.json`` goes last and marks the cell finished."""
+    io.write_json(cell_dir / "config.json", {"config": cell.canonical(), "hash": cell.config_hash})
+    io.write_json(cell_dir / "metadata.json", metadata)
+    io.write_json(cell_dir / "history.json", outcome.history)
+    io.save_state(cell_dir / "model.pt", {"model": outcome.model_state})
+    io.write_json(cell_dir / "rows.json", {"rows": outcome.rows})

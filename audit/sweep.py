@@ -1,0 +1,182 @@
+"""The sweep runner: cells (one per dataset x mechanism x parameter x seed), caching, resume, CSV."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import platform
+import subprocess
+import time
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from audit import io
+from audit.config import CellConfig, MechanismName, SweepConfig
+from audit.datasets import Dataset, load_dataset, stratified_split
+from audit.mechanisms import CellData, Context, get_mechanism
+from audit.metrics import phi_score
+from audit.pipeline import cell_data, classifier_accuracy, classifier_settings, run_cell, save_outcome
+from audit.progress import ProgressFactory, null_progress
+from audit.rows import COLUMNS
+
+log = logging.getLogger(__name__)
+
+CELLS_DIR = "cells"
+RUNS_CSV = "runs.csv"
+PHI_KEYS = ("baseline_hash", "distance")
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    out: Path
+    csv_path: Path
+    ran: int
+    reused: int
+    rows: pd.DataFrame
+
+
+def code_version() -> str:
+    """``git describe`` of the checkout this code runs from, else the package version."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], cwd=root, capture_output=True, text=True,
+            timeout=10, check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return _version("dpvae-audit")
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib_metadata.version(package)
+    except importlib_metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def run_metadata(cell: CellConfig, device: str, version: str) -> dict[str, Any]:
+    packages = ("torch", "opacus", "numpy", "scikit-learn", "scikit-image", "pandas")
+    return {
+        "seed": cell.seed, "device": device, "code_version": version,
+        "python": platform.python_version(), "platform": platform.platform(),
+        "versions": {p: _version(p) for p in packages},
+        "torch_threads": torch.get_num_threads(),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def build_cells(config: SweepConfig) -> list[tuple[CellConfig, CellConfig]]:
+    """(cell, its non-private baseline cell) for every seed, mechanism and grid value.
+
+    The baseline of seed s is the cell of mechanism ``none`` with the same profile and seed; it
+    comes first so that phi can be filled as soon as a private cell finishes.
+    """
+    options = dict(config.mech_options)
+    pairs: list[tuple[CellConfig, CellConfig]] = []
+    for seed in config.seeds:
+        base = CellConfig(config.dataset, MechanismName.NONE, "none", None, seed, config.profile,
+                          (("profile_name", config.profile_name.value),))
+        pairs.append((base, base))
+        for name in config.mechs:
+            if name is MechanismName.NONE:
+                continue
+            mech = get_mechanism(name)
+            mine = tuple(sorted((k, v) for k, v in options.items() if k in mech.option_names))
+            for value in config.grid or mech.default_grid:
+                mech.validate_value(value)
+                cell = CellConfig(config.dataset, name, mech.param_name, float(value), seed,
+                                  config.profile, base.options + mine)
+                pairs.append((cell, base))
+    return pairs
+
+
+def _acc_real(out: Path, dataset: Dataset, data: CellData, cell: CellConfig, ctx: Context) -> float:
+    """Classifier trained on real D_train (early stop on D_val), tested on D_test; cached."""
+    settings = classifier_settings(cell, ctx.device, "real")
+    key = json.dumps([dataset.name, cell.seed, cell.profile.max_train, repr(settings)])
+    path = out / "cache" / f"acc_real-{_digest(key)}.json"
+    if path.exists():
+        return float(io.read_json(path)["acc_real"])
+    acc = classifier_accuracy(data.train, data.val, data.test, num_classes=data.num_classes,
+                              settings=settings, ctx=ctx, desc="classifier on real D_train")
+    io.write_json(path, {"key": key, "acc_real": acc})
+    return acc
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def collect_rows(out: Path) -> pd.DataFrame:
+    """Every finished cell's rows under ``out``, with phi filled against its baseline."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted((out / CELLS_DIR).glob("*/rows.json")):
+        rows.extend(io.read_json(path)["rows"])
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=list(COLUMNS))
+    frame["phi"] = [_phi(frame, row) for row in frame.itertuples(index=False)]
+    ordered = [c for c in COLUMNS if c in frame] + [c for c in frame if c not in COLUMNS]
+    return frame[ordered].sort_values(
+        ["dataset", "mech", "param_value", "seed", "distance"], na_position="first"
+    ).reset_index(drop=True)
+
+
+def _phi(frame: pd.DataFrame, row: Any) -> float:
+    if row.mech == MechanismName.NONE.value:
+        return math.nan
+    base = frame[(frame.config_hash == row.baseline_hash) & (frame.distance == row.distance)]
+    if base.empty:
+        return math.nan
+    b = base.iloc[0]
+    return phi_score(atk_orig=b.mi_ap, atk=row.mi_ap, acc_orig=b.acc, acc=row.acc,
+                     acc_base=row.acc_base)
+
+
+def write_csv(out: Path) -> tuple[Path, pd.DataFrame]:
+    frame = collect_rows(out)
+    path = out / RUNS_CSV
+    io.write_text(path, frame.to_csv(index=False))
+    return path, frame
+
+
+def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress) -> SweepResult:
+    """Run (or resume) every cell of ``config``; ``runs.csv`` is rewritten after each cell."""
+    pairs = build_cells(config)  # validates mechanisms and grid values before any work
+    dataset = load_dataset(config.dataset, data_home=config.data_home)  # fails before any write
+    out = Path(config.out)
+    ctx = Context(device=config.device, progress=progress)
+    version = code_version()
+    splits = {s: stratified_split(dataset.y, fractions=dataset.split_fractions, seed=s)
+              for s in config.seeds}
+    ran = reused = 0
+    bar = progress(total=len(pairs), desc=f"{config.dataset} cells")
+    for cell, base in pairs:
+        cell_dir = out / CELLS_DIR / cell.config_hash
+        if (cell_dir / "rows.json").exists() and not config.overwrite:
+            reused += 1
+            log.info("reusing finished cell %s (%s %s)", cell.config_hash, cell.mech.value,
+                     cell.param_value)
+        else:
+            log.info("running cell %s: %s %s=%s seed %d", cell.config_hash, cell.mech.value,
+                     cell.param_name, cell.param_value, cell.seed)
+            data = cell_data(dataset, splits[cell.seed], cell)
+            acc_real = _acc_real(out, dataset, data, cell, ctx)
+            outcome = run_cell(cell, data, ctx, acc_real=acc_real, code_version=version)
+            for row in outcome.rows:
+                row["baseline_hash"] = base.config_hash
+            save_outcome(cell_dir, cell, outcome, run_metadata(cell, config.device, version))
+            ran += 1
+        csv_path, frame = write_csv(out)
+        bar.update(1)
+    bar.close()
+    csv_path, frame = write_csv(out)
+    return SweepResult(out=out, csv_path=csv_path, ran=ran, reused=reused, rows=frame)

@@ -1,0 +1,227 @@
+#!/usr/bin/env python
+"""Privacy-auditing benchmark for differentially private VAEs (command line only).
+
+  python benchmark.py [--dataset NAME] [--mech MECH ...] [--profile quick|standard|paper] ...
+  python benchmark.py epsilon ...        privacy accounting on demand (prints a bare number last)
+  python benchmark.py report DIR         tables and plots from DIR/runs.csv
+  python benchmark.py check --thresholds FILE DIR    the CI gate on MI AP and accuracy
+
+Bad input prints one line starting with 'error:' and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+SUBCOMMANDS = ("epsilon", "report", "check")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_int_or_all(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'all', got {text!r}") from None
+    return value
+
+
+def build_run_parser() -> argparse.ArgumentParser:
+    from audit.config import PROFILES, MechanismName, ProfileName
+    from audit.datasets import dataset_names
+
+    p = OneLineParser(
+        prog="benchmark.py",
+        description="Train VAEs under a privacy mechanism, attack them with the reconstruction "
+        "membership-inference attack (MSE and SSIM), measure the utility of generated data, and "
+        "write one CSV row per (dataset, mechanism, parameter, seed, distance) to OUT/runs.csv. "
+        f"Other commands: {', '.join(SUBCOMMANDS)} (run 'benchmark.py COMMAND --help').",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--dataset", default="lfw-subset",
+                   help=f"dataset: {', '.join(dataset_names())} (PATH: an .npz with X and y)")
+    p.add_argument("--mech", nargs="+", default=["none"], metavar="MECH",
+                   help="mechanism(s): " + ", ".join(m.value for m in MechanismName)
+                   + ", or 'all'; the non-private baseline (none) always runs too, for phi")
+    p.add_argument("--profile", default=ProfileName.STANDARD.value,
+                   choices=[x.value for x in ProfileName],
+                   help="quick: CI scale (minutes); standard: a full grid on an embedded dataset "
+                   "within the hour on 2 cores; paper: paper 003's scale (GPU)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output directory (default results/DATASET-PROFILE)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0], help="root seeds, one run each")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--data-home", type=Path, default=None,
+                   help="where downloadable datasets (LFW) live or are downloaded to")
+    p.add_argument("--grid", nargs="+", type=float, default=None,
+                   help="parameter values replacing the mechanism's default grid "
+                   "(noise multipliers z for cdp, eps_i for ldp, sigma for vae-ldp)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--resume", dest="overwrite", action="store_false", default=False,
+                   help="reuse finished cells (the default)")
+    g.add_argument("--overwrite", dest="overwrite", action="store_true",
+                   help="recompute every cell even if it finished before")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="hide progress bars")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv)")
+
+    prof = p.add_argument_group("profile overrides (defaults come from --profile)")
+    std = PROFILES[ProfileName.STANDARD]
+    prof.add_argument("--epochs", type=int, help=f"target VAE epochs (standard: {std.epochs})")
+    prof.add_argument("--batch-size", type=int, help=f"VAE batch size (standard: {std.batch_size})")
+    prof.add_argument("--lr", type=float, help=f"VAE Adam learning rate (standard: {std.lr})")
+    prof.add_argument("--latent-dim", type=int, help=f"latent size d (standard: {std.latent_dim})")
+    prof.add_argument("--beta", type=float, help=f"KL weight (standard: {std.beta})")
+    prof.add_argument("--attack-samples", type=int,
+                      help=f"reconstructions N per attacked record (paper 300; standard: "
+                      f"{std.attack_samples})")
+    prof.add_argument("--attack-records", type=_positive_int_or_all, default=argparse.SUPPRESS,
+                      help="size of D_atk, half members half non-members, or 'all' "
+                      "(paper 2000; capped by |D_train| and |D_test|)")
+    prof.add_argument("--classifier-epochs", type=int, help="target classifier max epochs")
+    prof.add_argument("--classifier-patience", type=int, help="early-stopping patience")
+    prof.add_argument("--max-train", type=_positive_int_or_all, default=argparse.SUPPRESS,
+                      help="cap on |D_train| (stratified subset), or 'all' "
+                      f"(standard: {std.max_train})")
+
+    mech = p.add_argument_group("mechanism options")
+    mech.add_argument("--clip-norm", default=None,
+                      help="cdp: per-example clip norm C, a number or 'median' (paper 003's heuristic)")
+    mech.add_argument("--clip-norm-2", type=float, default=None,
+                      help="cdp-termwise: clip norm C2 of the batch-wise divergence term")
+    mech.add_argument("--target-epsilon", type=float, default=None,
+                      help="cdp: pick the noise multiplier that gives this epsilon (replaces the grid)")
+    mech.add_argument("--delta", type=float, default=None, help="cdp: delta (default 1/N_train)")
+    mech.add_argument("--conversion", default=None,
+                      help="cdp: RDP-to-DP conversion, improved (Opacus) or classic (paper 003)")
+    mech.add_argument("--divergence", default=None,
+                      help="cdp-termwise: batch-wise divergence, mmd (Cauchy kernel) or sparse")
+    mech.add_argument("--alpha", type=float, default=None,
+                      help="cdp-termwise: weight of the batch-wise divergence")
+    mech.add_argument("--partitions", type=int, default=None,
+                      help="cdp-termwise: number b of disjoint batch partitions")
+    mech.add_argument("--termwise-accounting", default=None,
+                      help="cdp-termwise: composed (two releases) or stacked (one, s/sqrt 2)")
+    mech.add_argument("--pixel-cell", type=int, default=None, help="ldp: pixelization cell b")
+    mech.add_argument("--neighborhood", type=int, default=None,
+                      help="ldp: neighbourhood m in pixels (default sqrt(H*W))")
+    mech.add_argument("--ldp-setting", default=None,
+                      help="ldp: full (perturb all of D, the paper's) or train (only D_train)")
+    mech.add_argument("--perturbation-data", default=None,
+                      help="vae-ldp: data the perturbation VAE is trained on")
+    return p
+
+
+MECH_OPTION_NAMES = (
+    "clip_norm", "clip_norm_2", "target_epsilon", "delta", "conversion", "divergence", "alpha",
+    "partitions", "termwise_accounting", "pixel_cell", "neighborhood", "ldp_setting",
+    "perturbation_data",
+)
+PROFILE_FIELDS = (
+    "epochs", "batch_size", "lr", "latent_dim", "beta", "attack_samples", "attack_records",
+    "classifier_epochs", "classifier_patience", "max_train",
+)
+
+
+def config_from_args(args: argparse.Namespace):  # -> SweepConfig
+    from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig, override_profile
+    from audit.config import parse_enum
+    from audit.mechanisms import available_mechanisms
+
+    profile_name = ProfileName(args.profile)
+    overrides = {f: getattr(args, f) for f in PROFILE_FIELDS if hasattr(args, f)}
+    profile = PROFILES[profile_name]
+    for name in ("attack_records", "max_train"):  # 'all' is None, which must still override
+        if name in overrides and overrides[name] is None:
+            from dataclasses import replace
+
+            profile = replace(profile, **{name: None})
+    profile = override_profile(profile, **overrides)
+    if "all" in args.mech:
+        mechs = tuple(available_mechanisms())
+    else:
+        mechs = tuple(parse_enum(MechanismName, m, "mechanism") for m in args.mech)
+    options = tuple((k, getattr(args, k)) for k in MECH_OPTION_NAMES if getattr(args, k) is not None)
+    out = args.out or Path("results") / f"{args.dataset.replace(':', '_').replace('/', '_')}-{args.profile}"
+    return SweepConfig(
+        dataset=args.dataset, mechs=mechs, profile_name=profile_name, profile=profile,
+        seeds=tuple(args.seeds), out=out, device=args.device, data_home=args.data_home,
+        grid=tuple(args.grid) if args.grid else None, overwrite=args.overwrite,
+        progress=args.progress, mech_options=options,
+    )
+
+
+def tqdm_progress(*, total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+
+
+def run_main(argv: Sequence[str]) -> int:
+    args = build_run_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    config = config_from_args(args)
+    from audit.progress import null_progress
+    from audit.sweep import run_sweep
+
+    if config.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {config.device!r} requested but CUDA is not available here")
+    result = run_sweep(config, progress=tqdm_progress if config.progress else null_progress)
+    print(f"{result.ran} cell(s) run, {result.reused} reused; results: {result.csv_path}")
+    return 0
+
+
+def _configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if verbosity == 0:
+        warnings.filterwarnings("ignore")
+
+
+def epsilon_main(argv: Sequence[str]) -> int:
+    from audit.privacy.command import add_epsilon_parser, run_epsilon
+
+    parser = OneLineParser(prog="benchmark.py")
+    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
+    add_epsilon_parser(sub)
+    args = parser.parse_args(["epsilon", *argv])
+    print(run_epsilon(args))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "epsilon":
+            return epsilon_main(argv[1:])
+        if argv and argv[0] in ("report", "check"):
+            from audit.commands import run_command
+
+            return run_command(argv[0], argv[1:])
+        return run_main(argv)
+    except ValueError as exc:  # includes DatasetUnavailable: bad input, one line, status 2
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; finished cells are kept, rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

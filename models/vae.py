@@ -1,0 +1,115 @@
+"""Paper 003's conditional convolutional VAE, with a depth that adapts to the input size."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+ENCODER_CHANNELS = (32, 64, 128, 256)
+LEAKY_SLOPE = 0.2
+
+
+def padded_side(height: int, width: int) -> int:
+    """Smallest power of two >= max(height, width) and >= 8 (the VAE works on that square)."""
+    side = max(height, width, 8)
+    return 1 << math.ceil(math.log2(side))
+
+
+class ConditionalConvVAE(nn.Module):
+    """Conditional conv VAE of paper 003 (Section 4, Figure 2a).
+
+    Encoder: n conv layers 4x4 stride 2 (32/64/128/256 channels, LeakyReLU) down to 4x4, then dense
+    layers for mu and log-variance; the one-hot label is appended to the flattened features.
+    Decoder: dense (z ++ one-hot) -> 4x4xC -> n x [nearest upsample x2, conv 3x3] -> sigmoid.
+    n = log2(side / 4) where side is the input padded to a power of two (8x8 -> 1, 32x32 -> 3,
+    64x64 -> 4), so paper 003's 64x64 model is exactly the n = 4 case.
+
+    Shapes: x is (B, C, H, W) in [0, 1]; y is (B,) int64 labels in [0, num_classes).
+    """
+
+    def __init__(
+        self,
+        *,
+        channels: int,
+        height: int,
+        width: int,
+        num_classes: int,
+        latent_dim: int = 100,
+    ) -> None:
+        super().__init__()
+        if min(channels, height, width, num_classes, latent_dim) < 1:
+            raise ValueError(
+                f"VAE sizes must be positive, got channels={channels}, height={height}, "
+                f"width={width}, num_classes={num_classes}, latent_dim={latent_dim}"
+            )
+        self.channels, self.height, self.width = channels, height, width
+        self.num_classes, self.latent_dim = num_classes, latent_dim
+        self.side = padded_side(height, width)
+        depth = int(math.log2(self.side // 4))
+        widths = ENCODER_CHANNELS[:depth] if depth <= 4 else ENCODER_CHANNELS + (256,) * (depth - 4)
+        self.depth, self.top_channels = depth, widths[-1]
+
+        enc: list[nn.Module] = []
+        in_ch = channels
+        for out_ch in widths:
+            enc += [nn.Conv2d(in_ch, out_ch, 4, stride=2, padding=1), nn.LeakyReLU(LEAKY_SLOPE)]
+            in_ch = out_ch
+        self.encoder = nn.Sequential(*enc, nn.Flatten())
+        feat = self.top_channels * 16
+        self.fc_mu = nn.Linear(feat + num_classes, latent_dim)
+        self.fc_logvar = nn.Linear(feat + num_classes, latent_dim)
+
+        self.fc_dec = nn.Linear(latent_dim + num_classes, feat)
+        dec: list[nn.Module] = []
+        out_widths = list(reversed(widths[:-1])) + [channels]
+        in_ch = self.top_channels
+        for i, out_ch in enumerate(out_widths):
+            dec += [nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(in_ch, out_ch, 3, padding=1)]
+            if i < len(out_widths) - 1:
+                dec.append(nn.LeakyReLU(LEAKY_SLOPE))
+            in_ch = out_ch
+        self.decoder = nn.Sequential(*dec)
+
+    def _one_hot(self, y: torch.Tensor) -> torch.Tensor:
+        return F.one_hot(y.long(), self.num_classes).to(torch.get_default_dtype())
+
+    def _pad(self, x: torch.Tensor) -> torch.Tensor:
+        return F.pad(x, (0, self.side - self.width, 0, self.side - self.height))
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return (mu, logvar) of q(z | x, y), each (B, latent_dim)."""
+        h = torch.cat([self.encoder(self._pad(x)), self._one_hot(y).to(x.dtype)], dim=1)
+        return self.fc_mu(h), self.fc_logvar(h)
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Map latents (B, latent_dim) and labels (B,) to images (B, C, H, W) in [0, 1]."""
+        h = F.leaky_relu(self.fc_dec(torch.cat([z, self._one_hot(y).to(z.dtype)], dim=1)), LEAKY_SLOPE)
+        h = h.view(-1, self.top_channels, 4, 4)
+        return torch.sigmoid(self.decoder(h))[:, :, : self.height, : self.width]
+
+    def forward(
+        self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One reparameterised pass; ``noise`` is standard normal (B, latent_dim), drawn by the caller.
+
+        Returns (reconstruction, mu, logvar, z).
+        """
+        mu, logvar = self.encode(x, y)
+        z = mu + torch.exp(0.5 * logvar) * noise
+        return self.decode(z, y), mu, logvar, z
+
+
+def vae_loss_terms(
+    x: torch.Tensor, recon: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-example (reconstruction, KL) terms, each of shape (B,).
+
+    Reconstruction is the summed squared error over all pixels (a Gaussian decoder with unit
+    variance up to constants); KL is KL(N(mu, diag(exp(logvar))) || N(0, I)) in closed form.
+    """
+    rec = (recon - x).pow(2).flatten(1).sum(1)
+    kl = 0.5 * (mu.pow(2) + logvar.exp() - 1.0 - logvar).sum(1)
+    return rec, kl

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from audit.config import (
+    PROFILES,
+    CellConfig,
+    MechanismName,
+    ProfileName,
+    SweepConfig,
+    override_profile,
+)
+from audit.seeding import Purpose, derive_seed
+
+QUICK = PROFILES[ProfileName.QUICK]
+
+
+def _sweep(**kw):
+    base = dict(dataset="digits", mechs=(MechanismName.NONE,), profile_name=ProfileName.QUICK,
+                profile=QUICK, seeds=(0,), out=Path("x"))
+    return SweepConfig(**{**base, **kw})
+
+
+def test_cell_hash_is_canonical_and_sensitive():
+    a = CellConfig("digits", MechanismName.CDP, "noise_multiplier", 1.0, 0, QUICK)
+    assert a.config_hash == CellConfig("digits", MechanismName.CDP, "noise_multiplier", 1.0, 0,
+                                       QUICK).config_hash
+    assert a.config_hash != replace(a, seed=1).config_hash
+    assert a.config_hash != replace(a, profile=replace(QUICK, epochs=31)).config_hash
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dataset": "mnist"}, "unknown dataset 'mnist'"),
+        ({"seeds": (-1,)}, "non-negative"),
+        ({"seeds": (1, 1)}, "distinct"),
+        ({"device": "tpu"}, "unknown device 'tpu'"),
+        ({"grid": (1.0, -2.0)}, "-2.0"),
+        ({"grid": (float("nan"),)}, "nan"),
+    ],
+)
+def test_sweep_config_rejects_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        _sweep(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("epochs", 0), ("lr", -1.0), ("batch_size", 2.5), ("max_train", 1)]
+)
+def test_profile_overrides_are_validated(field, value):
+    with pytest.raises(ValueError, match=field.replace("_", "-")):
+        override_profile(QUICK, **{field: value})
+
+
+def test_seeds_are_split_per_purpose():
+    assert derive_seed(0, Purpose.SPLIT) != derive_seed(0, Purpose.ATTACK)
+    assert derive_seed(0, Purpose.SPLIT) == derive_seed(0, Purpose.SPLIT)
+    with pytest.raises(ValueError, match="seed"):
+        derive_seed(None, Purpose.SPLIT)  # type: ignore[arg-type]

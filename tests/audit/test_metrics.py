@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from audit.metrics import phi_score
+
+
+def test_phi_matches_equation_2_by_hand():
+    # paper 003, Eq. 2: privacy gained 0.9-0.8 = 0.1 of 0.4 possible; accuracy lost 0.1 of 0.5
+    value = phi_score(atk_orig=0.9, atk=0.8, acc_orig=0.8, acc=0.7, acc_base=0.3)
+    assert value == pytest.approx((0.1 * 0.5) / (0.1 * 0.4))
+    assert phi_score(atk_orig=0.9, atk=0.8, acc_orig=0.8, acc=0.6, acc_base=0.3) == pytest.approx(
+        (0.1 * 0.5) / (0.2 * 0.4)
+    )
+
+
+def test_phi_is_capped_at_two():
+    assert phi_score(atk_orig=0.9, atk=0.7, acc_orig=0.8, acc=0.7, acc_base=0.3) == 2.0
+
+
+def test_phi_zero_when_no_privacy_is_gained_including_zero_over_zero():
+    assert phi_score(atk_orig=0.9, atk=0.9, acc_orig=0.8, acc=0.8, acc_base=0.1) == 0.0
+    assert phi_score(atk_orig=0.9, atk=0.95, acc_orig=0.8, acc=0.5, acc_base=0.1) == 0.0
+
+
+def test_phi_two_when_privacy_comes_for_free():
+    assert phi_score(atk_orig=0.9, atk=0.6, acc_orig=0.8, acc=0.85, acc_base=0.1) == 2.0
+
+
+def test_phi_nan_propagates():
+    assert math.isnan(phi_score(atk_orig=math.nan, atk=0.6, acc_orig=0.8, acc=0.7, acc_base=0.1))
