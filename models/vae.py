@@ -107,9 +107,10 @@ def vae_loss_terms(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-example (reconstruction, KL) terms, each of shape (B,).
 
-    Reconstruction is the summed squared error over all pixels (a Gaussian decoder with unit
-    variance up to constants); KL is KL(N(mu, diag(exp(logvar))) || N(0, I)) in closed form.
+    Reconstruction is the binary cross-entropy summed over all pixels (a Bernoulli decoder, the
+    usual choice for images in [0, 1] and Keras' VAE objective); KL is
+    KL(N(mu, diag(exp(logvar))) || N(0, I)) in closed form.
     """
-    rec = (recon - x).pow(2).flatten(1).sum(1)
+    rec = F.binary_cross_entropy(recon.clamp(1e-6, 1 - 1e-6), x, reduction="none").flatten(1).sum(1)
     kl = 0.5 * (mu.pow(2) + logvar.exp() - 1.0 - logvar).sum(1)
     return rec, kl

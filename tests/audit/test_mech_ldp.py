@@ -1,0 +1,202 @@
+"""The ``ldp`` mechanism (Fan's DP image pixelization) as the pipeline uses it.
+
+What the target VAE sees is perturbed (LDP-Full: D_train and D_val; LDP-Train: D_train); the real
+D_test and the attack's records stay unperturbed; the claim is per record (channels * eps_i).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
+from audit.mechanisms import CellData, Context, get_mechanism
+from audit.mechanisms.ldp import LdpSetting, default_neighborhood, pixelization_options
+from audit.pipeline import attack_set
+from audit.progress import null_progress
+from models.training import TrainHistory
+
+CTX = Context(device="cpu", progress=null_progress)
+MECH = get_mechanism("ldp")
+
+
+def make_data(channels: int = 1, side: int = 8, n: tuple[int, int, int] = (12, 6, 10)) -> CellData:
+    gen = torch.Generator().manual_seed(0)
+
+    def pair(k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.rand(k, channels, side, side, generator=gen), torch.arange(k) % 2
+
+    return CellData(pair(n[0]), pair(n[1]), pair(n[2]), num_classes=2, n_total=sum(n))
+
+
+def make_cell(eps_i: float = 1000.0, *, seed: int = 0, **options: object) -> CellConfig:
+    return CellConfig(
+        "digits",
+        MechanismName.LDP,
+        "eps_i",
+        eps_i,
+        seed,
+        PROFILES[ProfileName.QUICK],
+        tuple(sorted(options.items())),
+    )
+
+
+def clone(data: CellData) -> CellData:
+    c = lambda p: (p[0].clone(), p[1].clone())  # noqa: E731
+    return CellData(c(data.train), c(data.val), c(data.test), data.num_classes, data.n_total)
+
+
+def test_registered_with_the_paper_grid_and_options():
+    assert MECH.param_name == "eps_i"
+    assert MECH.default_grid == (10000, 5000, 1000, 500, 100)
+    assert set(MECH.option_names) == {"pixel_cell", "neighborhood", "ldp_setting"}
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_full_setting_perturbs_train_and_val_only(channels):
+    data = make_data(channels)
+    original = clone(data)
+    prepared = MECH.prepare(make_cell(100.0), data, CTX)
+    for got, real in ((prepared.train, original.train), (prepared.val, original.val)):
+        assert got[0].shape == real[0].shape and got[0].dtype == real[0].dtype
+        assert bool(((got[0] >= 0) & (got[0] <= 1)).all())
+        assert not torch.equal(got[0], real[0])
+        assert torch.equal(got[1], real[1])  # labels are not perturbed
+    for split in ("train", "val", "test"):  # the real splits are never modified in place
+        assert torch.equal(getattr(data, split)[0], getattr(original, split)[0])
+    assert prepared.notes["ldp_setting"] == "full"
+    assert prepared.notes["pixel_cell"] == 1 and prepared.notes["neighborhood"] == 8
+
+
+def test_train_setting_leaves_val_unperturbed():
+    data = make_data()
+    prepared = MECH.prepare(make_cell(100.0, ldp_setting="train"), data, CTX)
+    assert not torch.equal(prepared.train[0], data.train[0])
+    assert prepared.val[0] is data.val[0]
+    assert prepared.notes["ldp_setting"] == "train"
+
+
+def test_train_perturbation_is_the_same_in_both_settings_and_seeded():
+    data = make_data()
+    full = MECH.prepare(make_cell(100.0), data, CTX)
+    train_only = MECH.prepare(make_cell(100.0, ldp_setting="train"), data, CTX)
+    other_seed = MECH.prepare(make_cell(100.0, seed=1), data, CTX)
+    assert torch.equal(full.train[0], train_only.train[0])
+    assert not torch.equal(full.train[0], other_seed.train[0])
+
+
+def test_attack_records_are_the_unperturbed_ones():
+    data = make_data()
+    cell = make_cell(100.0)
+    before = attack_set(data, cell)
+    prepared = MECH.prepare(cell, data, CTX)
+    after = attack_set(data, cell)
+    assert torch.equal(before.x, after.x)
+    members = after.x[after.is_member]
+    real_rows = {tuple(r.flatten().tolist()) for r in data.train[0]}
+    perturbed_rows = {tuple(r.flatten().tolist()) for r in prepared.train[0]}
+    assert all(tuple(r.flatten().tolist()) in real_rows for r in members)
+    assert not any(tuple(r.flatten().tolist()) in perturbed_rows for r in members)
+
+
+def test_cells_of_side_b_are_constant():
+    data = make_data()
+    prepared = MECH.prepare(make_cell(100.0, pixel_cell=2), data, CTX)
+    x = prepared.train[0]
+    torch.testing.assert_close(x[..., 0::2, :], x[..., 1::2, :], rtol=0, atol=0)
+    torch.testing.assert_close(x[..., 0::2], x[..., 1::2], rtol=0, atol=0)
+    assert prepared.notes["pixel_cell"] == 2
+
+
+def test_huge_epsilon_keeps_the_images():
+    data = make_data()
+    prepared = MECH.prepare(make_cell(1e9), data, CTX)
+    torch.testing.assert_close(prepared.train[0], data.train[0], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("channels, factor", [(1, 1), (3, 3)])
+def test_claim_is_per_record_channels_times_eps_i(channels, factor):
+    data = make_data(channels)
+    claim = MECH.claim(make_cell(500.0), data, TrainHistory())
+    assert claim.epsilon == factor * 500.0 and claim.delta == 0.0
+    assert claim.extra["eps_i"] == 500.0
+    assert claim.extra["epsilon_dataset_sum"] == data.n_total * factor * 500.0
+    assert "Table 2" in claim.extra["notes"]
+
+
+def test_dataset_sum_reproduces_paper_003_table_2():
+    """LFW20: |D| = 1906 RGB images, eps_i = 10000 -> 5.718e+07 (paper 003, Table 2, LDP)."""
+    data = make_data(3, n=(953, 381, 572))
+    claim = MECH.claim(make_cell(10000.0), data, TrainHistory())
+    assert math.isclose(claim.extra["epsilon_dataset_sum"], 5.718e7)
+    assert claim.epsilon == 30000.0
+
+
+def test_default_neighbourhood_is_sqrt_of_pixels():
+    assert default_neighborhood(64, 64) == 64
+    assert default_neighborhood(25, 25) == 25
+    assert default_neighborhood(8, 8) == 8
+    opts = pixelization_options(make_cell(neighborhood=3), (1, 8, 8))
+    assert opts.neighborhood == 3 and opts.setting is LdpSetting.FULL and opts.cell == 1
+
+
+def test_cell_not_dividing_the_image_is_refused_with_the_valid_sizes():
+    data = make_data()
+    with pytest.raises(ValueError, match=r"b=3 does not tile the 8x8 .*valid b: 1, 2, 4, 8"):
+        MECH.prepare(make_cell(pixel_cell=3), data, CTX)
+    with pytest.raises(ValueError, match=r"valid b: 1, 5, 25"):
+        pixelization_options(make_cell(pixel_cell=2), (1, 25, 25))
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"ldp_setting": "test"}, "unknown ldp setting 'test'; choose one of: full, train"),
+        ({"pixel_cell": 0}, "pixel cell b must be an integer >= 1, got 0"),
+        ({"pixel_cell": 2.0}, "pixel cell b must be an integer >= 1, got 2.0"),
+        ({"neighborhood": 65}, "neighborhood m=65 exceeds the 64 pixels"),
+    ],
+)
+def test_bad_options_are_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        MECH.prepare(make_cell(**options), make_data(), CTX)
+
+
+def test_time_series_records_are_refused():
+    with pytest.raises(ValueError, match="needs image records"):
+        pixelization_options(make_cell(), (500, 12))
+
+
+def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):
+    """A tiny real sweep on digits: ldp and vae-ldp rows with an epsilon, phi and notes."""
+    from dataclasses import replace
+
+    from audit.config import SweepConfig
+    from audit.sweep import run_sweep
+
+    profile = replace(
+        PROFILES[ProfileName.QUICK], epochs=2, max_train=40, attack_samples=4, classifier_epochs=2
+    )
+    config = SweepConfig(
+        dataset="digits",
+        mechs=(MechanismName.LDP, MechanismName.VAE_LDP),
+        profile_name=ProfileName.QUICK,
+        profile=profile,
+        seeds=(0,),
+        out=tmp_path,
+        grid=(100.0,),
+        progress=False,
+    )
+    rows = run_sweep(config).rows
+    private = rows[rows.mech.isin(["ldp", "vae-ldp"])]
+    assert set(private.mech) == {"ldp", "vae-ldp"} and len(private) == 4  # 2 distances each
+    assert private.epsilon.map(math.isfinite).all()
+    assert private.phi.notna().all()
+    assert (private.privacy_notes.str.len() > 0).all()
+    ldp_row = private[private.mech == "ldp"].iloc[0]
+    assert ldp_row.epsilon == 100.0 and "ldp_setting=full" in ldp_row.privacy_notes
+    vae_row = private[private.mech == "vae-ldp"].iloc[0]
+    assert "perturbation_data=val" in vae_row.privacy_notes
+    assert "epsilon_analytic" in vae_row.privacy_notes

@@ -1,0 +1,78 @@
+"""Cells, caching, resume and the CSV's integrity under kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
+from audit.rows import COLUMNS
+from audit.sweep import run_sweep
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = replace(PROFILES[ProfileName.QUICK], epochs=2, max_train=30, attack_samples=3,
+               classifier_epochs=2, classifier_patience=1, latent_dim=4)
+TINY_ARGS = ["--epochs", "2", "--max-train", "30", "--attack-samples", "3",
+             "--classifier-epochs", "2", "--classifier-patience", "1", "--latent-dim", "4"]
+
+
+def _config(out: Path, **kw) -> SweepConfig:
+    base = dict(dataset="digits", mechs=(MechanismName.NONE,), profile_name=ProfileName.QUICK,
+                profile=TINY, seeds=(0,), out=out, progress=False)
+    return SweepConfig(**{**base, **kw})
+
+
+def test_sweep_writes_rows_and_resumes_without_recomputation(tmp_path):
+    first = run_sweep(_config(tmp_path))
+    assert (first.ran, first.reused) == (1, 0)
+    frame = pd.read_csv(first.csv_path)
+    assert set(COLUMNS) <= set(frame.columns)
+    assert sorted(frame.distance) == ["mse", "ssim"]
+    assert frame.mi_ap.between(0, 1).all() and frame.acc.between(0, 1).all()
+    assert (frame.acc_base == 0.1).all()
+    cell = next((tmp_path / "cells").iterdir())
+    for name in ("config.json", "metadata.json", "history.json", "model.pt", "rows.json"):
+        assert (cell / name).is_file()
+    mtime = (cell / "model.pt").stat().st_mtime_ns
+    again = run_sweep(_config(tmp_path))
+    assert (again.ran, again.reused) == (0, 1)
+    assert (cell / "model.pt").stat().st_mtime_ns == mtime
+    pd.testing.assert_frame_equal(pd.read_csv(again.csv_path), frame)
+    redo = run_sweep(_config(tmp_path, overwrite=True))
+    assert (redo.ran, redo.reused) == (1, 0)
+
+
+def test_same_seed_same_scores(tmp_path):
+    a = run_sweep(_config(tmp_path / "a")).rows
+    b = run_sweep(_config(tmp_path / "b")).rows
+    cols = ["mi_ap", "mi_auc", "acc", "acc_real", "train_test_gap"]
+    pd.testing.assert_frame_equal(a[cols], b[cols])
+
+
+def test_kill_9_leaves_a_valid_csv_and_resume_finishes(tmp_path):
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "benchmark.py"), "--dataset", "digits", "--profile",
+           "quick", "--seeds", "0", "1", "2", "--out", str(out), "--no-progress", *TINY_ARGS]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.glob("cells/*/rows.json")):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = len(list(out.glob("cells/*/rows.json")))
+    assert finished >= 1
+    if (out / "runs.csv").exists():
+        frame = pd.read_csv(out / "runs.csv")
+        assert len(frame) <= 2 * finished and frame.mi_ap.notna().all()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{finished} reused" in done.stdout
+    frame = pd.read_csv(out / "runs.csv")
+    assert sorted(frame.seed.unique()) == [0, 1, 2] and len(frame) == 6

@@ -1,0 +1,148 @@
+import argparse
+import shlex
+
+import pytest
+
+from audit.privacy import dp_sgd_epsilon, termwise_epsilon
+from audit.privacy.command import add_epsilon_parser, run_epsilon
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="benchmark.py")
+    add_epsilon_parser(parser.add_subparsers(dest="command"))
+    return parser
+
+
+def _run(args: str) -> str:
+    return run_epsilon(_parser().parse_args(["epsilon", *shlex.split(args)]))
+
+
+def _last(text: str) -> float:
+    return float(text.splitlines()[-1])
+
+
+def test_table2_cdp_example():
+    out = _run(
+        "--n-train 926 --batch-size 32 --epochs 1000 --noise-multiplier 1 "
+        "--delta 0.0010799 --conversion classic"
+    )
+    assert _last(out) == pytest.approx(56.41, rel=0.01)
+    assert "opacus-rdp/classic" in out
+
+
+def test_cdp_defaults_to_improved_conversion_and_delta_one_over_n():
+    out = _run("--n-train 926 --batch-size 32 --epochs 1000 --noise-multiplier 1")
+    expected = dp_sgd_epsilon(
+        n_train=926,
+        batch_size=32,
+        epochs=1000,
+        noise_multiplier=1.0,
+        delta=1 / 926,
+        conversion="improved",
+    )
+    assert _last(out) == pytest.approx(expected, rel=1e-9)
+
+
+def test_vae_ldp_example():
+    out = _run("--mech vae-ldp --sigma 0.1 --latent-dim 100 --delta 5.2466e-4 --conversion classic")
+    assert abs(_last(out) - 2366.15) < 0.1
+    assert "epsilon_analytic" in out
+
+
+def test_vae_ldp_analytic():
+    out = _run(
+        "--mech vae-ldp --sigma 1000 --latent-dim 100 --delta 5.2466e-4 --conversion analytic"
+    )
+    assert 0 < _last(out) < 0.2366
+
+
+def test_target_epsilon_prints_the_noise_multiplier_last():
+    out = _run(
+        "--n-train 926 --batch-size 32 --epochs 1000 --target-epsilon 56.41 --conversion classic"
+    )
+    z = _last(out)
+    eps = dp_sgd_epsilon(
+        n_train=926,
+        batch_size=32,
+        epochs=1000,
+        noise_multiplier=z,
+        delta=1 / 926,
+        conversion="classic",
+    )
+    assert eps == pytest.approx(56.41, rel=1e-4) and eps <= 56.41
+
+
+@pytest.mark.parametrize("accounting", ["composed", "stacked"])
+def test_termwise(accounting):
+    out = _run(
+        f"--mech cdp-termwise --n-train 926 --batch-size 32 --epochs 1000 "
+        f"--noise-multiplier 1 --termwise-accounting {accounting}"
+    )
+    expected = termwise_epsilon(
+        n_train=926,
+        batch_size=32,
+        epochs=1000,
+        noise_multiplier=1.0,
+        delta=1 / 926,
+        batch_clip_norm=1.0,
+        accounting=accounting,
+    )
+    assert _last(out) == pytest.approx(expected, rel=1e-9)
+    assert f"termwise-{accounting}" in out
+
+
+def test_ldp_defaults_to_three_channels():
+    assert _last(_run("--mech ldp --eps-i 100")) == pytest.approx(300)
+    out = _run("--mech ldp --eps-i 10000 --channels 3 --n-records 1906")
+    assert "epsilon_dataset_sum: 5.718e+07" in out and _last(out) == pytest.approx(30000)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("--mech ldp --eps-i 1 --sigma 2", "--sigma does not apply to --mech ldp"),
+        (
+            "--mech cdp --n-train 10 --batch-size 2 --epochs 1 --noise-multiplier 1 --eps-i 1",
+            "--eps-i does not apply",
+        ),
+        ("--mech vae-ldp --sigma 1 --latent-dim 10 --delta 0.1 --n-train 5", "--n-train"),
+        ("--mech cdp --n-train 10 --epochs 1 --noise-multiplier 1", "needs --batch-size"),
+        ("--mech cdp --n-train 10 --batch-size 2 --epochs 1", "exactly one of"),
+        ("--mech vae-ldp --sigma 1 --latent-dim 10", "needs --delta"),
+        (
+            "--mech cdp --n-train 10 --batch-size 20 --epochs 1 --noise-multiplier 1",
+            "batch_size must not exceed n_train",
+        ),
+        (
+            "--mech cdp --n-train 10 --batch-size 2 --epochs 1 --noise-multiplier 1 "
+            "--conversion analytic",
+            "'analytic'; choose one of: classic, improved",
+        ),
+        (
+            "--mech vae-ldp --sigma 1 --latent-dim 10 --delta 0.1 --conversion improved",
+            "choose one of: classic, analytic",
+        ),
+        (
+            "--mech cdp --n-train 10 --batch-size 2 --epochs 1 --noise-multiplier 1 --delta 2",
+            "delta must lie in the open interval",
+        ),
+        ("--mech cdp --n-train 0 --batch-size 2 --epochs 1 --noise-multiplier 1", "got 0"),
+        ("--mech ldp --eps-i -1", "got -1.0"),
+    ],
+)
+def test_invalid_combinations_raise_value_error(args, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        _run(args)
+
+
+def test_both_noise_options_is_a_usage_error():
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["epsilon", "--noise-multiplier", "1", "--target-epsilon", "2"])
+
+
+def test_every_option_has_help():
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    epsilon = sub.choices["epsilon"]
+    options = [a for a in epsilon._actions if a.option_strings and a.dest != "help"]
+    assert len(options) >= 15
+    assert all(a.help and len(a.help) > 15 for a in options)
