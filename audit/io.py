@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 SCHEMA_VERSION = 1
@@ -61,6 +62,16 @@ def write_text(path: Path, text: str) -> None:
 def save_state(path: Path, state: dict[str, Any]) -> None:
     """Save a state dict (tensors) with ``torch.save``, atomically."""
     _atomic(Path(path), lambda tmp: torch.save({"schema_version": SCHEMA_VERSION, **state}, tmp))
+
+
+def save_npz(path: Path, arrays: dict[str, Any]) -> None:
+    """Save numpy arrays (plus ``schema_version``) as .npz, atomically."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, schema_version=SCHEMA_VERSION, **arrays)
+
+    _atomic(Path(path), write)
 
 
 def load_state(path: Path) -> dict[str, Any]:

@@ -40,6 +40,7 @@ class CellOutcome:
     rows: list[dict[str, Any]]
     model_state: dict[str, torch.Tensor]
     history: dict[str, Any]
+    scores: dict[str, np.ndarray]
 
 
 def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
@@ -177,7 +178,9 @@ def run_cell(
     rows = [{**base, "distance": d.value, **results[d].to_row()} for d in results]
     hist = {"train_loss": history.train_loss, "val_loss": history.val_loss, "extra": history.extra,
             "loss_train_real": loss_train, "loss_test_real": loss_test}
-    return CellOutcome(rows=rows, model_state=model.state_dict(), history=hist)
+    scores = {f"scores_{d.value}": results[d].scores for d in results}
+    scores["is_member"] = atk_data.is_member
+    return CellOutcome(rows=rows, model_state=model.state_dict(), history=hist, scores=scores)
 
 
 def save_outcome(cell_dir: Path, cell: CellConfig, outcome: CellOutcome, metadata: dict) -> None:
@@ -186,4 +189,5 @@ def save_outcome(cell_dir: Path, cell: CellConfig, outcome: CellOutcome, metadat
     io.write_json(cell_dir / "metadata.json", metadata)
     io.write_json(cell_dir / "history.json", outcome.history)
     io.save_state(cell_dir / "model.pt", {"model": outcome.model_state})
+    io.save_npz(cell_dir / "scores.npz", outcome.scores)
     io.write_json(cell_dir / "rows.json", {"rows": outcome.rows})

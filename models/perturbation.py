@@ -1,0 +1,158 @@
+"""The VAE-LDP perturbation model (Weggenmann et al., as used in paper 003, Section 2.3).
+
+A :class:`~models.vae.ConditionalConvVAE` whose encoder mean is bounded to ``[-3, 3]^d`` by
+``3 * tanh`` and whose encoder standard deviation is floored at the noise bound sigma
+(``std = max(sigma, v)``). Releasing ``z = mu + sigma * e`` (e ~ N(0, I)) is then a Gaussian
+mechanism with L2 sensitivity ``2 * 3 * sqrt(d)`` and noise std sigma; decoding z is
+post-processing. See :mod:`audit.privacy.vae_ldp` for the epsilon.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+
+import torch
+
+from audit.config import parse_enum
+from audit.privacy.vae_ldp import MEAN_BOUND
+from models.vae import ConditionalConvVAE
+
+#: Raw log-variances are clipped to this range before the floor, so that v stays finite
+#: (v in [3e-7, 3.3e6]); the floor, not this clip, is what the privacy argument uses.
+RAW_LOGVAR_RANGE = (-30.0, 30.0)
+
+
+class ReleaseNoise(str, Enum):
+    """Which standard deviation the released latent is drawn with.
+
+    SIGMA: exactly sigma for every record: a Gaussian mechanism with a data-independent noise
+    std, so the epsilon of :func:`audit.privacy.vae_ldp.vae_ldp_claim` holds as computed.
+    ENCODER: the floored encoder std ``max(sigma, v(x))`` (paper 003's reconstruction). The std
+    then depends on the record, which the Gaussian-mechanism bound does not cover: two
+    Gaussians with different variances have an unbounded privacy loss in the tails.
+    """
+
+    SIGMA = "sigma"
+    ENCODER = "encoder"
+
+
+def float_at_least(value: float, dtype: torch.dtype) -> torch.Tensor:
+    """``value`` as a 0-d tensor of ``dtype``, rounded up (never below ``value``)."""
+    t = torch.tensor(value, dtype=dtype)
+    if float(t) < value:
+        t = torch.nextafter(t, torch.tensor(math.inf, dtype=dtype))
+    return t
+
+
+class PerturbationVAE(ConditionalConvVAE):
+    """Paper 003's target architecture with a bounded mean and a floored std (VAE-LDP).
+
+    Same layers and shapes as :class:`ConditionalConvVAE` (``encode``, ``decode``, ``forward``
+    keep their signatures, so :func:`models.training.train_vae` trains it with the usual VAE
+    objective); only the encoder's outputs are transformed:
+    ``mu = mean_bound * tanh(raw_mu)`` and ``std = max(sigma, exp(raw_logvar / 2))``.
+
+    Notes:
+        Non-finite raw outputs (e.g. from huge inputs) are mapped to finite numbers first
+        (NaN -> 0, +-inf -> +-max), so the bound and the floor hold for every input.
+    """
+
+    def __init__(
+        self,
+        *,
+        channels: int,
+        height: int,
+        width: int,
+        num_classes: int,
+        sigma: float,
+        latent_dim: int = 100,
+        mean_bound: float = MEAN_BOUND,
+    ) -> None:
+        for name, value in (("sigma", sigma), ("mean_bound", mean_bound)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value > 0)
+            ):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        super().__init__(
+            channels=channels,
+            height=height,
+            width=width,
+            num_classes=num_classes,
+            latent_dim=latent_dim,
+        )
+        self.sigma = float(sigma)
+        self.mean_bound = float(mean_bound)
+
+    def sigma_floor(self, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """sigma as a tensor of ``dtype`` on ``device``, rounded up so it is never below sigma."""
+        return float_at_least(self.sigma, dtype).to(device)
+
+    def encode_std(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mu, std) of q(z | x, y), each (B, latent_dim): |mu| <= mean_bound, std >= sigma."""
+        raw_mu, raw_logvar = super().encode(x, y)
+        mu = self.mean_bound * torch.tanh(torch.nan_to_num(raw_mu, nan=0.0))
+        v = torch.exp(0.5 * torch.nan_to_num(raw_logvar, nan=0.0).clamp(*RAW_LOGVAR_RANGE))
+        std = torch.maximum(v, self.sigma_floor(v.dtype, v.device))
+        return mu, std
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mu, logvar) with the bounded mean and the floored std (logvar = 2 log std)."""
+        mu, std = self.encode_std(x, y)
+        return mu, 2.0 * torch.log(std)
+
+    def forward(
+        self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One reparameterised pass with ``z = mu + std * noise``; as the parent's forward."""
+        mu, std = self.encode_std(x, y)
+        z = mu + std * noise
+        return self.decode(z, y), mu, 2.0 * torch.log(std), z
+
+    def perturb(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        generator: torch.Generator,
+        noise: ReleaseNoise = ReleaseNoise.SIGMA,
+        batch_size: int = 512,
+    ) -> torch.Tensor:
+        """One stochastic reconstruction per record: the perturbed images (B, C, H, W) in [0, 1].
+
+        ``z = mu(x, y) + s * e`` with e ~ N(0, I) and s = sigma or the floored encoder std
+        (``noise``). ``generator`` is the only source of randomness; all records' draws are made
+        at once on its device, so the result depends neither on ``batch_size`` nor, with a CPU
+        generator, on the model's device. Returns a CPU tensor of x's dtype.
+
+        Notes:
+            Labels are used as given (they condition encoder and decoder) and are not perturbed.
+        """
+        noise = parse_enum(ReleaseNoise, noise, "release noise")
+        expected = (self.channels, self.height, self.width)
+        if x.dim() != 4 or tuple(x.shape[1:]) != expected or y.shape != (len(x),):
+            raise ValueError(
+                f"perturb expects x of shape (B, {', '.join(map(str, expected))}) and y of shape "
+                f"(B,), got x {tuple(x.shape)} and y {tuple(y.shape)}"
+            )
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        if len(x) == 0:
+            return torch.empty_like(x, device="cpu")
+        device = next(self.parameters()).device
+        e_all = torch.randn(len(x), self.latent_dim, generator=generator, device=generator.device)
+        was_training = self.training
+        self.eval()
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(x), batch_size):
+                sl = slice(start, start + batch_size)
+                xb, yb = x[sl].to(device), y[sl].to(device)
+                mu, std = self.encode_std(xb, yb)
+                scale = std if noise is ReleaseNoise.ENCODER else self.sigma_floor(mu.dtype, device)
+                z = mu + scale * e_all[sl].to(device=device, dtype=mu.dtype)
+                out.append(self.decode(z, yb).to("cpu", x.dtype))
+        self.train(was_training)
+        return torch.cat(out)
