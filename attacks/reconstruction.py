@@ -1,0 +1,205 @@
+"""Hilprecht et al.'s reconstruction attack against VAEs (paper 003, Section 2.2, Eq. 1).
+
+For each record x (label y) the attack draws N latents z ~ q(z | x, y) = N(mu, diag(exp(logvar))),
+decodes them, and averages a distance d(D(z, y), x) over the N samples:
+``score(x) = -(1/N) sum_i MSE(D(z_i), x)`` or ``(1/N) sum_i SSIM(D(z_i), x)``.
+A member (a training record) is expected to reconstruct better than a non-member.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from attacks.base import Attack, AttackData, AttackResult, LatentGenerativeModel, ProgressFn
+from attacks.distances import Distance, get_distance
+
+logger = logging.getLogger(__name__)
+
+PAPER_N_SAMPLES = 300
+"""N in paper 003, Eq. 1."""
+DEFAULT_MAX_DECODED = 256
+"""Decoded records held at once. Peak memory grows with this budget, not with N or the number of
+records: for paper 003's 64x64x3 VAE on CPU about 1.5 MB per decoded record (decoder activations,
+SSIM's float64 blocks, allocator slack), i.e. about 400 MB at 256 (benchmarks/bench_attack.py).
+Lower it on a small machine; raise it on a GPU for throughput."""
+
+
+def record_noise_rng(seed: int, record_index: int) -> np.random.Generator:
+    """The noise stream of one record: child ``record_index`` of ``SeedSequence(seed)``.
+
+    Record i's latent noise is the first N x latent_dim standard normals (float32) of this stream,
+    in sample-major order, so it depends on the seed and the record's position in the attack set
+    only, never on how records and samples are chunked.
+    """
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(record_index,)))
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """How the N x n decodes are batched: records per chunk x samples per decoder call.
+
+    ``samples_per_chunk`` splits N evenly (e.g. N = 300 under a budget of 256 gives 2 x 150);
+    ``records_per_chunk`` fills the rest of the budget (at least 1).
+    """
+
+    records_per_chunk: int
+    samples_per_chunk: int
+
+    @classmethod
+    def from_budget(cls, *, n_samples: int, max_decoded: int) -> ChunkPlan:
+        """The plan that decodes at most ``max_decoded`` records per call (and at least one)."""
+        n_sample_chunks = math.ceil(n_samples / max_decoded)
+        samples_per_chunk = math.ceil(n_samples / n_sample_chunks)
+        return cls(
+            records_per_chunk=max(1, max_decoded // samples_per_chunk),
+            samples_per_chunk=samples_per_chunk,
+        )
+
+    def sample_chunks(self, n_samples: int) -> list[int]:
+        """Sizes of the successive sample chunks of one record chunk (they sum to n_samples)."""
+        starts = range(0, n_samples, self.samples_per_chunk)
+        return [min(self.samples_per_chunk, n_samples - start) for start in starts]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReconstructionAttack(Attack):
+    """Paper 003's reconstruction MI attack (Hilprecht et al. 2019), streamed and seeded.
+
+    Attributes:
+        seed: root of the latent noise (see :func:`record_noise_rng`); the same seed gives
+            bit-identical scores on the same device, and scores do not depend on ``max_decoded``
+            beyond floating-point reassociation.
+        n_samples: latent samples per record, N (paper: 300).
+        distances: distances scored from the same decoded samples in one pass (any sequence of
+            :class:`Distance` or names; stored as a tuple). SSIM applies to images only.
+        device: where encoding, decoding and distances run; the model must already live there.
+        max_decoded: decoded records held at once; bounds peak memory independently of N.
+
+    Notes:
+        The attacker uses the encoder and the decoder (white-box access to both halves of the
+        VAE); it does not apply to a mechanism that releases the decoder only (paper 002).
+    """
+
+    name: ClassVar[str] = "reconstruction"
+
+    seed: int
+    n_samples: int = PAPER_N_SAMPLES
+    distances: tuple[Distance, ...] = (Distance.MSE,)
+    device: torch.device | str = "cpu"
+    max_decoded: int = DEFAULT_MAX_DECODED
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        for label, value in (("n_samples", self.n_samples), ("max_decoded", self.max_decoded)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{label} must be a positive integer, got {value!r}")
+        if isinstance(self.distances, (str, Distance)):
+            raise ValueError(
+                f"distances must be a sequence, e.g. ('mse', 'ssim'), got {self.distances!r}"
+            )
+        distances = tuple(get_distance(distance) for distance in self.distances)
+        if not distances or len(set(distances)) != len(distances):
+            raise ValueError(
+                f"distances must be non-empty and without repeats, got {list(self.distances)!r}"
+            )
+        object.__setattr__(self, "distances", distances)
+        object.__setattr__(self, "device", torch.device(self.device))
+
+    @property
+    def plan(self) -> ChunkPlan:
+        """How decodes are batched under ``max_decoded``."""
+        return ChunkPlan.from_budget(n_samples=self.n_samples, max_decoded=self.max_decoded)
+
+    def run(
+        self,
+        model: LatentGenerativeModel,
+        data: AttackData,
+        *,
+        progress: ProgressFn | None = None,
+    ) -> dict[Distance, AttackResult]:
+        """Score every record of ``data`` with every distance; see the module docstring.
+
+        Returns:
+            One :class:`AttackResult` per distance, in the order of ``distances``, with scores
+            (n,) aligned with ``data``: -mean MSE, or mean SSIM, over the N samples.
+        """
+        for distance in self.distances:
+            distance.check_records(data.x)
+        logger.info(
+            "reconstruction attack: %d records x %d samples, %s, chunks of %d records x %d samples",
+            data.n_records,
+            self.n_samples,
+            "/".join(distance.value for distance in self.distances),
+            self.plan.records_per_chunk,
+            self.plan.samples_per_chunk,
+        )
+        was_training = model.training
+        model.train(False)
+        try:
+            with torch.inference_mode():
+                means = self._mean_distances(model, data, progress)
+        finally:
+            model.train(was_training)
+        return {
+            distance: AttackResult(
+                attack=self.name,
+                distance=distance,
+                scores=distance.score(means[k]),
+                is_member=data.is_member,
+                n_samples=self.n_samples,
+            )
+            for k, distance in enumerate(self.distances)
+        }
+
+    def _mean_distances(
+        self, model: LatentGenerativeModel, data: AttackData, progress: ProgressFn | None
+    ) -> np.ndarray:
+        """(n_distances, n) float64 mean distances over the N samples of each record."""
+        means = np.empty((len(self.distances), data.n_records), dtype=np.float64)
+        step = self.plan.records_per_chunk
+        for start in range(0, data.n_records, step):
+            stop = min(start + step, data.n_records)
+            x = data.x[start:stop].to(self.device)
+            y = data.y[start:stop].to(self.device)
+            means[:, start:stop] = self._score_chunk(model, x, y, first_index=start)
+            if progress is not None:
+                progress(stop - start)
+        return means
+
+    def _score_chunk(
+        self, model: LatentGenerativeModel, x: torch.Tensor, y: torch.Tensor, *, first_index: int
+    ) -> np.ndarray:
+        """(n_distances, R) mean distances for a chunk of R records x (R, *shape), labels y (R,)."""
+        mu, logvar = model.encode(x, y)
+        std = torch.exp(0.5 * logvar)
+        streams = [record_noise_rng(self.seed, first_index + i) for i in range(x.shape[0])]
+        totals = torch.zeros(len(self.distances), x.shape[0], dtype=torch.float64, device=x.device)
+        for n_chunk in self.plan.sample_chunks(self.n_samples):
+            noise = _draw_noise(streams, n_samples=n_chunk, latent_dim=mu.shape[1]).to(mu)
+            z = (mu[:, None, :] + std[:, None, :] * noise).reshape(-1, mu.shape[1])
+            recon = model.decode(z, y.repeat_interleave(n_chunk))
+            target = x.repeat_interleave(n_chunk, dim=0)
+            if recon.shape != target.shape:
+                raise ValueError(
+                    f"model.decode returned shape {tuple(recon.shape)}, expected the records' "
+                    f"shape {tuple(target.shape)}"
+                )
+            for k, distance in enumerate(self.distances):
+                totals[k] += distance.pairwise(recon, target).reshape(-1, n_chunk).sum(dim=1)
+        return (totals / self.n_samples).cpu().numpy()
+
+
+def _draw_noise(
+    streams: list[np.random.Generator], *, n_samples: int, latent_dim: int
+) -> torch.Tensor:
+    """(R, n_samples, latent_dim) float32 standard normals, the next draws of each stream."""
+    shape = (n_samples, latent_dim)
+    draws = [stream.standard_normal(shape, dtype=np.float32) for stream in streams]
+    return torch.from_numpy(np.stack(draws))

@@ -1,0 +1,35 @@
+"""The attack registry: names to :class:`~attacks.base.Attack` classes (one module per attack)."""
+
+from __future__ import annotations
+
+from attacks.base import Attack
+from attacks.reconstruction import ReconstructionAttack
+
+_ATTACKS: dict[str, type[Attack]] = {
+    ReconstructionAttack.name: ReconstructionAttack,
+}
+
+
+def available_attacks() -> list[str]:
+    """Names accepted by :func:`get_attack`, sorted."""
+    return sorted(_ATTACKS)
+
+
+def get_attack(name: str) -> type[Attack]:
+    """The attack class registered under ``name`` (e.g. ``"reconstruction"``)."""
+    try:
+        return _ATTACKS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown attack {name!r}; valid attacks: {', '.join(available_attacks())}"
+        ) from None
+
+
+def register_attack(attack: type[Attack], *, overwrite: bool = False) -> None:
+    """Register ``attack`` under its ``name``; refuses to replace an existing one unless asked."""
+    if attack.name in _ATTACKS and _ATTACKS[attack.name] is not attack and not overwrite:
+        raise ValueError(
+            f"an attack named {attack.name!r} is already registered "
+            f"({_ATTACKS[attack.name].__name__}); pass overwrite=True to replace it"
+        )
+    _ATTACKS[attack.name] = attack

@@ -1,0 +1,71 @@
+"""Small fake models with known behaviour for the attack tests (no training, fixed seeds)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+MEMBER_LOGVAR = -30.0
+"""log-variance the memorising encoder reports: std ~ 3e-7, so every sample decodes the member."""
+
+
+class MemorisingModel(nn.Module):
+    """An oracle that memorised its members.
+
+    encode: mu = [index of x among the members] (or -1 for any other record), tiny variance.
+    decode: the member itself when z rounds to its index, uniform noise in [0, 1] otherwise.
+    """
+
+    def __init__(self, members: torch.Tensor, *, seed: int) -> None:
+        super().__init__()
+        self.register_buffer("members", members.clone())
+        self.noise = torch.Generator().manual_seed(seed)
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        flat, known = x.flatten(1), self.members.flatten(1)
+        matches = (flat[:, None, :] == known[None, :, :]).all(dim=2)
+        index = torch.where(matches.any(dim=1), matches.float().argmax(dim=1), -1)
+        mu = index.to(x.dtype)[:, None]
+        return mu, torch.full_like(mu, MEMBER_LOGVAR)
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        index = torch.round(z[:, 0]).long()
+        known = (index >= 0) & (index < self.members.shape[0])
+        noise = torch.rand((z.shape[0], *self.members.shape[1:]), generator=self.noise)
+        recalled = self.members[index.clamp(0, self.members.shape[0] - 1)]
+        return torch.where(known.view(-1, *[1] * (recalled.dim() - 1)), recalled, noise)
+
+
+class RandomLinearModel(nn.Module):
+    """A model that never saw any data: random linear encoder, random linear decoder + sigmoid."""
+
+    def __init__(self, *, record_shape: tuple[int, ...], latent_dim: int, seed: int) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        size = int(torch.Size(record_shape).numel())
+        self.record_shape = record_shape
+        self.enc = nn.Parameter(torch.randn(size, 2 * latent_dim, generator=gen) / size**0.5)
+        self.dec = nn.Parameter(torch.randn(latent_dim, size, generator=gen))
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mu, logvar = (x.flatten(1) @ self.enc).chunk(2, dim=1)
+        return mu, logvar
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(z @ self.dec).view(-1, *self.record_shape)
+
+
+class GaussianIdentityModel(nn.Module):
+    """q(z | x) = N(x, std^2 I) and D(z) = z, so a sample's MSE is the mean of (std * eps)^2."""
+
+    def __init__(self, *, std: float, record_shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.record_shape = record_shape
+        self.logvar = 2.0 * torch.log(torch.tensor(std))
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mu = x.flatten(1)
+        return mu, torch.full_like(mu, float(self.logvar))
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return z.view(-1, *self.record_shape)

@@ -1,0 +1,164 @@
+"""Distances: the vectorised SSIM against scikit-image pair by pair, MSE against a naive loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from skimage.metrics import structural_similarity
+
+from attacks import distances
+from attacks.distances import Distance, available_distances, get_distance, mse, ssim
+
+SIZES = [(7, 7), (8, 8), (25, 25), (64, 64)]
+
+
+def reference_ssim(recon: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """scikit-image's SSIM, one pair at a time, in float64 (the obviously correct slow path)."""
+    return np.array(
+        [
+            structural_similarity(
+                a.astype(np.float64),
+                b.astype(np.float64),
+                win_size=7,
+                data_range=1.0,
+                channel_axis=0,
+            )
+            for a, b in zip(recon, target, strict=True)
+        ]
+    )
+
+
+def reference_mse(recon: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Mean squared error, one pair at a time."""
+    diffs = recon.astype(np.float64) - target.astype(np.float64)
+    return np.array([np.mean(diff**2) for diff in diffs])
+
+
+def random_pairs(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Uniform targets and reconstructions = targets + Gaussian noise, clipped to [0, 1]."""
+    target = rng.random(shape)
+    recon = np.clip(target + rng.normal(0.0, 0.2, size=shape), 0.0, 1.0)
+    return recon.astype(np.float32), target.astype(np.float32)
+
+
+def structured_pairs(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Smooth gradients, stripes and a step edge, reconstructed as a blurred, shifted copy."""
+    _, channels, height, width = shape
+    rows, cols = np.meshgrid(np.linspace(0, 1, height), np.linspace(0, 1, width), indexing="ij")
+    base = np.stack(
+        [
+            rows,
+            0.5 + 0.5 * np.sin(2 * np.pi * 3 * cols),
+            (rows + cols > 1).astype(float),
+        ]
+    )
+    target = np.broadcast_to(base[:channels], shape) * rng.uniform(0.5, 1.0, (shape[0], 1, 1, 1))
+    recon = 0.5 * target + 0.5 * np.roll(target, 1, axis=-1) + 0.05
+    return np.clip(recon, 0, 1).astype(np.float32), target.astype(np.float32)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("channels", [1, 3])
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("make_pairs", [random_pairs, structured_pairs])
+def test_ssim_matches_scikit_image(size, channels, batch, make_pairs) -> None:
+    recon, target = make_pairs(np.random.default_rng(0), (batch, channels, *size))
+    ours = ssim(torch.from_numpy(recon), torch.from_numpy(target))
+    assert ours.dtype == torch.float64 and ours.shape == (batch,)
+    np.testing.assert_allclose(ours.numpy(), reference_ssim(recon, target), rtol=0, atol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batch=st.integers(0, 3),
+    channels=st.sampled_from([1, 3]),
+    height=st.integers(7, 20),
+    width=st.integers(7, 20),
+    structured=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_ssim_matches_scikit_image_on_any_shape(
+    batch, channels, height, width, structured, seed
+) -> None:
+    make_pairs = structured_pairs if structured else random_pairs
+    recon, target = make_pairs(np.random.default_rng(seed), (batch, channels, height, width))
+    ours = ssim(torch.from_numpy(recon), torch.from_numpy(target)).numpy()
+    assert ours.shape == (batch,)
+    if batch:
+        np.testing.assert_allclose(ours, reference_ssim(recon, target), rtol=0, atol=1e-5)
+
+
+def test_ssim_of_identical_images_is_one() -> None:
+    images = torch.rand(5, 3, 16, 12, generator=torch.Generator().manual_seed(1))
+    images[0] = 0.25  # a constant image: zero variances, SSIM still 1
+    np.testing.assert_allclose(ssim(images, images.clone()).numpy(), 1.0, rtol=0, atol=1e-12)
+
+
+def test_empty_batch_gives_empty_result() -> None:
+    empty = torch.zeros(0, 3, 8, 8)
+    assert ssim(empty, empty).shape == (0,)
+    assert mse(empty, empty).shape == (0,)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 6), min_size=0, max_size=3),
+    batch=st.integers(0, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_mse_matches_naive_loop_on_any_shape(shape, batch, seed) -> None:
+    rng = np.random.default_rng(seed)
+    recon, target = (rng.uniform(-1, 1, (batch, *shape)).astype(np.float32) for _ in range(2))
+    ours = mse(torch.from_numpy(recon), torch.from_numpy(target))
+    assert ours.dtype == torch.float64 and ours.shape == (batch,)
+    if batch:
+        np.testing.assert_allclose(ours.numpy(), reference_mse(recon, target), rtol=1e-12)
+
+
+def test_ssim_refuses_series_and_says_to_use_mse() -> None:
+    series = torch.zeros(4, 500, 12)
+    with pytest.raises(ValueError, match=r"SSIM applies to images only.*'mse'"):
+        ssim(series, series)
+    with pytest.raises(ValueError, match="images only"):
+        Distance.SSIM.check_records(series)
+    Distance.MSE.check_records(series)
+
+
+def test_ssim_refuses_images_smaller_than_its_window() -> None:
+    small = torch.zeros(2, 1, 6, 30)
+    with pytest.raises(ValueError, match="at least 7x7.*6x30"):
+        ssim(small, small)
+
+
+@pytest.mark.parametrize("distance", [mse, ssim])
+def test_distances_refuse_mismatched_shapes(distance) -> None:
+    with pytest.raises(ValueError, match="same shape"):
+        distance(torch.zeros(2, 1, 8, 8), torch.zeros(3, 1, 8, 8))
+
+
+def test_get_distance_by_name_and_passthrough() -> None:
+    assert get_distance("mse") is Distance.MSE
+    assert get_distance("ssim") is Distance.SSIM
+    assert get_distance(Distance.SSIM) is Distance.SSIM
+    assert available_distances() == ["mse", "ssim"]
+
+
+def test_get_distance_quotes_the_bad_name_and_lists_valid_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown distance 'l1'; valid distances: mse, ssim"):
+        get_distance("l1")
+
+
+def test_scores_are_higher_for_closer_reconstructions() -> None:
+    means = np.array([0.1, 0.3])
+    np.testing.assert_array_equal(Distance.MSE.score(means), [-0.1, -0.3])
+    np.testing.assert_array_equal(Distance.SSIM.score(means), [0.1, 0.3])
+
+
+def test_ssim_blocks_agree_with_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    recon, target = random_pairs(np.random.default_rng(2), (5, 3, 8, 9))
+    monkeypatch.setattr(distances, "SSIM_BLOCK_ELEMENTS", 2 * 3 * 8 * 9)  # blocks of 2, 2, 1
+    blocked = ssim(torch.from_numpy(recon), torch.from_numpy(target)).numpy()
+    np.testing.assert_allclose(blocked, reference_ssim(recon, target), rtol=0, atol=1e-5)

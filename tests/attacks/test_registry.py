@@ -1,0 +1,30 @@
+"""The attack registry: lookup, listing, and refusing silent replacement."""
+
+from __future__ import annotations
+
+import pytest
+
+from attacks.reconstruction import ReconstructionAttack
+from attacks.registry import available_attacks, get_attack, register_attack
+
+
+def test_reconstruction_is_registered() -> None:
+    assert get_attack("reconstruction") is ReconstructionAttack
+    assert "reconstruction" in available_attacks()
+
+
+def test_unknown_attack_quotes_the_name_and_lists_valid_ones() -> None:
+    with pytest.raises(
+        ValueError, match=r"unknown attack 'monte-carlo'; valid attacks: .*reconstr"
+    ):
+        get_attack("monte-carlo")
+
+
+def test_registering_a_different_class_under_a_taken_name_is_refused() -> None:
+    class Impostor(ReconstructionAttack):
+        pass
+
+    register_attack(ReconstructionAttack)  # re-registering the same class is a no-op
+    with pytest.raises(ValueError, match="already registered .*overwrite=True"):
+        register_attack(Impostor)
+    assert get_attack("reconstruction") is ReconstructionAttack
