@@ -76,12 +76,12 @@ class Profile:
 
 PROFILES: dict[ProfileName, Profile] = {
     ProfileName.QUICK: Profile(
-        epochs=30, batch_size=32, lr=2e-3, latent_dim=16, beta=1.0, attack_samples=20,
-        attack_records=None, classifier_epochs=20, classifier_patience=5, max_train=100,
+        epochs=40, batch_size=16, lr=2e-3, latent_dim=16, beta=1.0, attack_samples=20,
+        attack_records=None, classifier_epochs=20, classifier_patience=5, max_train=50,
     ),
     ProfileName.STANDARD: Profile(
-        epochs=300, batch_size=32, lr=1e-3, latent_dim=100, beta=1.0, attack_samples=100,
-        attack_records=None, classifier_epochs=60, classifier_patience=8, max_train=100,
+        epochs=300, batch_size=16, lr=1e-3, latent_dim=100, beta=1.0, attack_samples=100,
+        attack_records=None, classifier_epochs=60, classifier_patience=8, max_train=50,
     ),
     ProfileName.PAPER: Profile(
         epochs=1000, batch_size=32, lr=1e-3, latent_dim=100, beta=1.0, attack_samples=300,
