@@ -188,7 +188,8 @@ def run_main(argv: Sequence[str]) -> int:
 
 def _configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    # force: opacus calls logging.basicConfig on import, which would make this a no-op
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
     if verbosity == 0:
         warnings.filterwarnings("ignore")
 

@@ -55,6 +55,11 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def write_with(path: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp)`` to fill a temporary file, then move it onto ``path`` atomically."""
+    _atomic(Path(path), write)
+
+
 def write_text(path: Path, text: str) -> None:
     _atomic(Path(path), lambda tmp: tmp.write_text(text))
 

@@ -1,0 +1,779 @@
+"""A sweep's report: tables, sweet spots and figures from ``DIR/runs.csv`` (paper 003, Section 5).
+
+Numbers come from ``runs.csv`` only. The attack curves read ``cells/<hash>/scores.npz`` and the
+image grids ``cells/<hash>/{config.json, model.pt}``; a figure whose inputs are missing or do not
+fit is skipped with a logged warning and listed in ``report.md``.
+
+Every number is the mean over seeds with the half-width of its 95 % Student-t interval
+(:mod:`audit.stats`); one seed shows the value alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+
+from attacks import precision_recall_curve, roc_curve
+from audit import io
+from audit.check import param_label, read_runs
+from audit.config import CellConfig, MechanismName, Profile
+from audit.datasets import Dataset, load_dataset, stratified_split
+from audit.pipeline import attack_set, cell_data
+from audit.plots import (
+    CurveBand,
+    RefLine,
+    SettingCurves,
+    accuracy_vs_epsilon,
+    attack_curves,
+    image_grid,
+    mi_ap_vs_epsilon,
+    phi_bars,
+    save_figure,
+)
+from audit.seeding import Purpose, torch_generator
+from audit.stats import MeanInterval, column_intervals, summarise
+from audit.sweep import CELLS_DIR, RUNS_CSV
+from models.vae import ConditionalConvVAE
+
+log = logging.getLogger(__name__)
+
+REPORT_DIR = "report"
+REPORT_MD = "report.md"
+FORMATS = ("png", "pdf")
+MI_AP_LIMITS = (0.55, 0.6, 0.75)
+ATTACK_CHANCE = 0.5
+REQUIRED_COLUMNS = (
+    "dataset",
+    "mech",
+    "param_name",
+    "param_value",
+    "seed",
+    "distance",
+    "mi_ap",
+    "acc",
+    "acc_base",
+    "acc_real",
+    "epsilon",
+    "phi",
+    "config_hash",
+)
+SETTING = ("dataset", "profile", "mech", "param_name", "param_value", "param_label")
+CURVE_GRID = np.linspace(0.0, 1.0, 201)
+N_IMAGES = 4  # members and non-members per reconstruction grid
+# What a stale, foreign or damaged cell raises while it is loaded for the image grids.
+CELL_ERRORS = (ValueError, KeyError, TypeError, OSError, RuntimeError, pickle.UnpicklingError)
+_MECH_RANK = {m.value: i for i, m in enumerate(MechanismName)}
+NONE = MechanismName.NONE.value
+
+
+@dataclass
+class Report:
+    """What ``write_report`` produced: the Markdown file, the figure files, and what it skipped."""
+
+    out_dir: Path
+    markdown: Path
+    figures: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def load_runs(run_dir: Path) -> pd.DataFrame:
+    """``run_dir/runs.csv`` with the columns the report needs, plus ``param_label``; a missing
+    profile reads as ``'unspecified'``."""
+    frame = read_runs(run_dir, REQUIRED_COLUMNS)
+    if "profile" not in frame.columns:
+        frame["profile"] = np.nan
+    profile = frame["profile"].astype(object)
+    frame["profile"] = profile.where(profile.notna(), "unspecified").astype(str)
+    labels = zip(frame.mech, frame.param_name, frame.param_value, strict=True)
+    frame["param_label"] = [param_label(*x) for x in labels]
+    repeated = frame.duplicated([*SETTING, "seed", "distance"]).sum()
+    if repeated:
+        log.warning(
+            "%s: %d row(s) repeat a (setting, seed, distance) (cells with other options?); "
+            "they are averaged as if they were further seeds",
+            run_dir,
+            repeated,
+        )
+    return frame
+
+
+def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
+    """Baseline first, then mechanisms in their declared order, each from least to most noise."""
+    rank = frame["mech"].map(_MECH_RANK).fillna(len(_MECH_RANK))
+    key = frame.assign(_rank=rank, _eps=-frame["epsilon"].astype(float))
+    return frame.loc[key.sort_values(["_rank", "mech", "_eps", "param_value"]).index]
+
+
+def per_seed(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, seed): acc, acc_real, acc_base, epsilon, and ``attack_power``, the
+    largest MI AP over the distances (NaN if any distance's MI AP is NaN)."""
+    grouped = frame.groupby([*SETTING, "seed"], dropna=False, sort=False)
+    out = grouped[["acc", "acc_real", "acc_base", "epsilon"]].mean()
+    out["attack_power"] = grouped["mi_ap"].agg(lambda s: s.max(skipna=False))
+    return out.reset_index()
+
+
+def setting_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per setting: mean and 95 % half-width over seeds of acc, epsilon, attack power."""
+    metrics = ("acc", "acc_real", "acc_base", "epsilon", "attack_power")
+    return _ordered(summarise(per_seed(frame), SETTING, metrics)).reset_index(drop=True)
+
+
+def distance_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, distance): mean and 95 % half-width over seeds of MI AP, phi, eps."""
+    out = summarise(frame, [*SETTING, "distance"], ("mi_ap", "phi", "epsilon"))
+    return _ordered(out).reset_index(drop=True)
+
+
+def sweet_spots(settings: pd.DataFrame, limits: Sequence[float] = MI_AP_LIMITS) -> pd.DataFrame:
+    """For each MI AP limit and mechanism, the setting with the best mean accuracy whose mean
+    attack power (max MI AP over distances) is at most the limit (paper 003, Section 5.2).
+
+    ``settings``: :func:`setting_summary` of one dataset and profile. Ties in accuracy go to the
+    weaker attack. A mechanism with no qualifying setting gets a row with ``qualifies`` False and
+    its weakest attack (``attack_power``) for context.
+    """
+    rows = []
+    for limit in limits:
+        for _, group in settings.groupby("mech", sort=False):
+            ok = group[(group["attack_power"] <= limit) & group["acc"].notna()]
+            if ok.empty:
+                best = group.sort_values("attack_power").iloc[0]
+                rows.append({**best.to_dict(), "limit": limit, "qualifies": False})
+            else:
+                best = ok.sort_values(["acc", "attack_power"], ascending=[False, True]).iloc[0]
+                rows.append({**best.to_dict(), "limit": limit, "qualifies": True})
+    return pd.DataFrame(rows)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def _interval(row: pd.Series | dict, metric: str) -> MeanInterval:
+    return MeanInterval(float(row[metric]), float(row[f"{metric}_hw"]), int(row[f"{metric}_n"]))
+
+
+# ---- figures from runs.csv ------------------------------------------------------------------
+
+
+def _acc_refs(settings: pd.DataFrame) -> list[RefLine]:
+    base = settings[settings["mech"] == NONE]
+    refs = []
+    if not base.empty:
+        b = base.iloc[0]
+        refs.append(RefLine(b["acc"], "non-private (none)", half_width=b["acc_hw"]))
+    refs.append(
+        RefLine(settings["acc_real"].mean(), "classifier trained on real data", "-.", "dimgray")
+    )
+    refs.append(
+        RefLine(settings["acc_base"].mean(), "chance (1 / #classes)", ":", "grey", show_value=False)
+    )
+    return refs
+
+
+def _mi_refs(distances: pd.DataFrame) -> dict[str, list[RefLine]]:
+    refs: dict[str, list[RefLine]] = {}
+    for distance, group in distances.groupby("distance"):
+        base = group[group["mech"] == NONE]
+        lines = []
+        if not base.empty:
+            b = base.iloc[0]
+            lines.append(RefLine(b["mi_ap"], "non-private (none)", half_width=b["mi_ap_hw"]))
+        lines.append(RefLine(ATTACK_CHANCE, "chance (0.5)", ":", "grey", show_value=False))
+        refs[str(distance)] = lines
+    return refs
+
+
+def _plottable(points: pd.DataFrame, what: str, skipped: list[str]) -> pd.DataFrame:
+    private = points[points["mech"] != NONE]
+    finite = private[np.isfinite(private["epsilon"].astype(float))]
+    if len(finite) < len(private):
+        _skip(
+            skipped,
+            f"{what}: {len(private) - len(finite)} private setting(s) without a finite "
+            "epsilon are left out",
+        )
+    return finite
+
+
+def _skip(skipped: list[str], message: str) -> None:
+    log.warning("%s", message)
+    skipped.append(message)
+
+
+def summary_figures(
+    settings: pd.DataFrame, distances: pd.DataFrame, *, name: str, skipped: list[str]
+) -> list[tuple[str, Figure]]:
+    """Accuracy vs epsilon, MI AP vs epsilon and phi of one dataset and profile."""
+    figures: list[tuple[str, Figure]] = []
+    acc_points = _plottable(settings, "accuracy vs epsilon", skipped)
+    mi_points = _plottable(distances, "MI AP vs epsilon", skipped)
+    if acc_points.empty:
+        _skip(
+            skipped,
+            f"{name}: no private run with a finite epsilon; the epsilon and phi "
+            "figures are skipped",
+        )
+        return figures
+    figures.append(
+        (
+            "accuracy_vs_epsilon",
+            accuracy_vs_epsilon(
+                acc_points, _acc_refs(settings), title=f"{name}: classifier accuracy vs ε"
+            ),
+        )
+    )
+    figures.append(
+        (
+            "mi_ap_vs_epsilon",
+            mi_ap_vs_epsilon(
+                mi_points, _mi_refs(distances), title=f"{name}: reconstruction attack MI AP vs ε"
+            ),
+        )
+    )
+    phi_points = distances[(distances["mech"] != NONE) & distances["phi"].notna()]
+    if phi_points.empty:
+        _skip(
+            skipped,
+            f"{name}: phi is undefined for every private run (no baseline?); phi figure skipped",
+        )
+    else:
+        figures.append(("phi", phi_bars(phi_points, title=f"{name}: privacy-accuracy trade-off φ")))
+    return figures
+
+
+# ---- attack curves from cells/<hash>/scores.npz ----------------------------------------------
+
+
+def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(is_member (n,) bool, {distance: scores (n,)}) from a cell's ``scores.npz``.
+
+    The file holds ``is_member`` and one ``scores_<distance>`` array per distance (higher =
+    member), and optionally ``schema_version``; anything else raises a ValueError.
+    """
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    version = arrays.pop("schema_version", io.SCHEMA_VERSION)
+    if int(version) != io.SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: schema_version {int(version)}, this code reads {io.SCHEMA_VERSION}"
+        )
+    if "is_member" not in arrays:
+        raise ValueError(f"{path}: no is_member array (found {sorted(arrays)})")
+    is_member = arrays.pop("is_member")
+    scores = {k.removeprefix("scores_"): v for k, v in arrays.items() if k.startswith("scores_")}
+    bad = [k for k, v in scores.items() if v.shape != is_member.shape]
+    if is_member.dtype != np.bool_ or bad or not scores:
+        shapes = {k: v.shape for k, v in arrays.items()}
+        raise ValueError(
+            f"{path}: expected a bool is_member and scores_<distance> arrays of the same "
+            f"length, got is_member {is_member.dtype} {is_member.shape} and {shapes}"
+        )
+    return is_member, scores
+
+
+def roc_on_grid(scores: np.ndarray, is_member: np.ndarray) -> np.ndarray:
+    """TPR at each FPR of :data:`CURVE_GRID` (linear interpolation of the ROC curve)."""
+    roc = roc_curve(scores, is_member)
+    return np.interp(CURVE_GRID, roc.fpr, roc.tpr)
+
+
+def pr_on_grid(scores: np.ndarray, is_member: np.ndarray) -> np.ndarray:
+    """Interpolated precision (the best precision at recall >= r) at each recall r of the grid."""
+    pr = precision_recall_curve(scores, is_member)
+    recall, precision = pr.recall[::-1], pr.precision[::-1]  # recall ascending
+    envelope = np.maximum.accumulate(precision[::-1])[::-1]
+    idx = np.minimum(np.searchsorted(recall, CURVE_GRID, side="left"), len(recall) - 1)
+    return envelope[idx]
+
+
+def _band(curves: list[np.ndarray]) -> CurveBand:
+    mean, half_width = column_intervals(np.stack(curves))
+    return CurveBand(CURVE_GRID, mean, half_width, len(curves))
+
+
+def _cell_scores(run_dir: Path, hashes: Sequence[str], skipped: list[str], name: str) -> dict:
+    found = {}
+    for h in hashes:
+        path = Path(run_dir) / CELLS_DIR / h / "scores.npz"
+        if not path.is_file():
+            continue
+        try:
+            found[h] = load_scores(path)
+        except (ValueError, OSError) as exc:
+            _skip(skipped, f"{name}: unreadable scores in cell {h}: {exc}")
+    missing = len(set(hashes)) - len(found)
+    if found and missing:
+        _skip(
+            skipped,
+            f"{name}: {missing} of {len(set(hashes))} cell(s) have no readable "
+            "scores.npz; their attack curves are left out",
+        )
+    return found
+
+
+def curve_figures(
+    run_dir: Path, frame: pd.DataFrame, *, name: str, skipped: list[str]
+) -> list[tuple[str, Figure]]:
+    """Precision-recall and ROC curves per distance, averaged over the seeds' cells."""
+    found = _cell_scores(run_dir, list(frame["config_hash"].unique()), skipped, name)
+    if not found:
+        _skip(skipped, f"{name}: no cell holds scores.npz; attack curves skipped")
+        return []
+    figures = []
+    for distance in sorted(frame["distance"].unique()):
+        rows: dict[str, list[SettingCurves]] = {}
+        baseline = None
+        settings = _ordered(frame[frame["distance"] == distance])
+        for _, group in settings.groupby(list(SETTING), dropna=False, sort=False):
+            pairs = [found[h] for h in group["config_hash"] if h in found]
+            pairs = [(m, s[distance]) for m, s in pairs if distance in s]
+            if not pairs:
+                continue
+            mech, label = group["mech"].iloc[0], group["param_label"].iloc[0]
+            curves = SettingCurves(
+                label=f"{mech} {label}" if mech != NONE else "non-private (none)",
+                mech=mech,
+                pr=_band([pr_on_grid(s, m) for m, s in pairs]),
+                roc=_band([roc_on_grid(s, m) for m, s in pairs]),
+            )
+            if mech == NONE:
+                baseline = curves
+            else:
+                rows.setdefault(mech, []).append(curves)
+        if rows or baseline is not None:
+            title = (
+                f"{name}: attack curves, distance {distance.upper()} (mean over seeds, 95 % band)"
+            )
+            figures.append(
+                (f"attack_curves_{distance}", attack_curves(rows, baseline, title=title))
+            )
+    return figures
+
+
+# ---- image grids from cells/<hash>/{config.json, model.pt} (paper 003, Figure 6) ---------------
+
+
+def load_cell_config(cell_dir: Path) -> CellConfig:
+    """The CellConfig a cell directory was run with; its hash must name the directory."""
+    data = io.read_json(Path(cell_dir) / "config.json")
+    c = data["config"]
+    cell = CellConfig(
+        dataset=c["dataset"],
+        mech=MechanismName(c["mech"]),
+        param_name=c["param_name"],
+        param_value=c["param_value"],
+        seed=int(c["seed"]),
+        profile=Profile(**c["profile"]),
+        options=tuple(c["options"].items()),
+    )
+    if cell.config_hash != data["hash"] or Path(cell_dir).name != data["hash"]:
+        raise ValueError(
+            f"config.json of {cell_dir} hashes to {cell.config_hash}, not to its "
+            f"recorded hash {data['hash']} and directory name"
+        )
+    return cell
+
+
+def load_model(cell_dir: Path, cell: CellConfig, dataset: Dataset) -> ConditionalConvVAE:
+    """The cell's trained target VAE, in eval mode (RuntimeError if the weights do not fit)."""
+    state = io.load_state(Path(cell_dir) / "model.pt")
+    if state.get("schema_version") != io.SCHEMA_VERSION:
+        raise ValueError(
+            f"model.pt schema_version {state.get('schema_version')!r}, this code "
+            f"reads {io.SCHEMA_VERSION}"
+        )
+    channels, height, width = dataset.shape
+    model = ConditionalConvVAE(
+        channels=channels,
+        height=height,
+        width=width,
+        num_classes=dataset.num_classes,
+        latent_dim=cell.profile.latent_dim,
+    )
+    model.load_state_dict(state["model"])
+    return model.eval()
+
+
+@dataclass(frozen=True)
+class _GridCell:
+    mech: str
+    label: str
+    model: ConditionalConvVAE
+    records: tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # x, y, is_member
+
+
+def _attack_records(
+    dataset: Dataset, cell: CellConfig, k: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Up to k members then k non-members of the cell's D_atk (unperturbed), classes in turn:
+    (x (n, C, H, W), y (n,), is_member (n,) bool)."""
+    split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=cell.seed)
+    atk = attack_set(cell_data(dataset, split, cell), cell)
+    y = atk.y.numpy()
+    idx = np.concatenate(
+        [_classes_in_turn(np.flatnonzero(m), y, k) for m in (atk.is_member, ~atk.is_member)]
+    )
+    return atk.x[idx], atk.y[idx], torch.from_numpy(atk.is_member[idx])
+
+
+def _classes_in_turn(idx: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
+    """The first k of ``idx`` ordered as: first of each class, then second of each class, ..."""
+    labels = y[idx]
+    rank = np.zeros(len(idx), dtype=int)
+    for c in np.unique(labels):
+        rank[labels == c] = np.arange(int((labels == c).sum()))
+    return idx[np.lexsort((labels, rank))][:k]
+
+
+def _grid_cell(cell_dir: Path, row: pd.Series, dataset: Dataset) -> _GridCell:
+    cell = load_cell_config(cell_dir)
+    if (cell.dataset, cell.mech.value, cell.seed) != (row["dataset"], row["mech"], row["seed"]):
+        raise ValueError(
+            f"config.json says {cell.dataset}/{cell.mech.value}/seed {cell.seed}, "
+            f"runs.csv says {row['dataset']}/{row['mech']}/seed {row['seed']}"
+        )
+    label = (
+        "non-private"
+        if row["mech"] == NONE
+        else (f"{row['param_label']}\n(ε={format_epsilon(row['epsilon'])})")
+    )
+    return _GridCell(
+        row["mech"],
+        label,
+        load_model(cell_dir, cell, dataset),
+        _attack_records(dataset, cell, N_IMAGES),
+    )
+
+
+def _load_grid_cells(
+    run_dir: Path, rows: pd.DataFrame, dataset: Dataset, *, name: str, skipped: list[str]
+) -> list[_GridCell]:
+    cells: list[_GridCell] = []
+    for _, row in rows.iterrows():
+        cell_dir = Path(run_dir) / CELLS_DIR / row["config_hash"]
+        try:
+            grid_cell = _grid_cell(cell_dir, row, dataset)
+        except CELL_ERRORS as exc:
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+            _skip(
+                skipped,
+                f"{name}: cell {row['config_hash']} left out of the image grids: "
+                f"{type(exc).__name__}: {reason}",
+            )
+            continue
+        if cells and not all(
+            torch.equal(a, b) for a, b in zip(cells[0].records, grid_cell.records, strict=True)
+        ):
+            _skip(
+                skipped,
+                f"{name}: cell {row['config_hash']} attacks other records than the "
+                "first cell (different profile?); left out of the image grids",
+            )
+            continue
+        cells.append(grid_cell)
+    return cells
+
+
+def _grid_dataset(name: str, dataset_name: str, data_home: Path | None, skipped: list[str]):
+    try:
+        dataset = load_dataset(dataset_name, data_home=data_home)
+    except (ValueError, OSError) as exc:
+        _skip(skipped, f"{name}: image grids skipped, the dataset cannot be loaded: {exc}")
+        return None
+    if dataset.modality != "image":
+        _skip(skipped, f"{name}: image grids skipped, {dataset_name} is not an image dataset")
+        return None
+    return dataset
+
+
+def image_figures(
+    run_dir: Path, frame: pd.DataFrame, *, name: str, data_home: Path | None, skipped: list[str]
+) -> list[tuple[str, Figure]]:
+    """Reconstructions of members and non-members, and generated samples, per mechanism and
+    noise level, from the saved models of the lowest seed (paper 003, Figure 6)."""
+    seed = int(frame["seed"].min())
+    rows = _ordered(frame[frame["seed"] == seed]).drop_duplicates("config_hash")
+    rows = rows[
+        [(Path(run_dir) / CELLS_DIR / h / "model.pt").is_file() for h in rows["config_hash"]]
+    ]
+    if rows.empty:
+        _skip(
+            skipped, f"{name}: no cell directory with model.pt for seed {seed}; image grids skipped"
+        )
+        return []
+    dataset = _grid_dataset(name, rows["dataset"].iloc[0], data_home, skipped)
+    cells = (
+        []
+        if dataset is None
+        else _load_grid_cells(run_dir, rows, dataset, name=name, skipped=skipped)
+    )
+    if not cells:
+        return []
+    return [
+        fig
+        for mech, group in _grids_by_mech(cells).items()
+        for fig in _mech_grids(mech, group, dataset, name=name, seed=seed)
+    ]
+
+
+def _mech_grids(
+    mech: str, cells: list[_GridCell], dataset: Dataset, *, name: str, seed: int
+) -> list[tuple[str, Figure]]:
+    """One mechanism's reconstruction grid and generated-samples grid (rows: noise levels)."""
+    x, y, is_member = cells[0].records
+    kinds = ["member" if m else "non-member" for m in is_member.tolist()]
+    titles = [f"{kind} {kinds[: i + 1].count(kind)}" for i, kind in enumerate(kinds)]
+    recon = [("original", x.numpy())] + [(c.label, _reconstruct(c.model, x, y)) for c in cells]
+    labels = torch.arange(2 * N_IMAGES) % dataset.num_classes
+    samples = [(c.label, _sample(c.model, labels, seed)) for c in cells]
+    about = f"{name}: {mech}, seed {seed}"
+    return [
+        (
+            f"reconstructions_{mech}",
+            image_grid(
+                recon,
+                column_titles=titles,
+                title=f"{about}: reconstructions decode(μ) of members and non-members",
+            ),
+        ),
+        (
+            f"samples_{mech}",
+            image_grid(
+                samples,
+                column_titles=[dataset.class_names[i] for i in labels.tolist()],
+                title=f"{about}: generated samples per noise level",
+            ),
+        ),
+    ]
+
+
+def _grids_by_mech(cells: list[_GridCell]) -> dict[str, list[_GridCell]]:
+    """Per private mechanism: the baseline's cells, then its own (or the baseline alone)."""
+    base = [c for c in cells if c.mech == NONE]
+    private = list(dict.fromkeys(c.mech for c in cells if c.mech != NONE))
+    if not private:
+        return {NONE: base}
+    return {m: base + [c for c in cells if c.mech == m] for m in private}
+
+
+def _reconstruct(model: ConditionalConvVAE, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    with torch.inference_mode():
+        mu, _ = model.encode(x, y)
+        return model.decode(mu, y).numpy()
+
+
+def _sample(model: ConditionalConvVAE, labels: torch.Tensor, seed: int) -> np.ndarray:
+    """Decoded z ~ N(0, I), the same z for every model of the same latent size."""
+    gen = torch_generator(seed, Purpose.GENERATE, "report")
+    z = torch.randn(len(labels), model.latent_dim, generator=gen)
+    with torch.inference_mode():
+        return model.decode(z, labels).numpy()
+
+
+# ---- report.md --------------------------------------------------------------------------------
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def cell(value: object) -> str:
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, headers)) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def format_epsilon(value: float) -> str:
+    """3 significant digits, whole numbers from 100 on (``1000``, not ``1e+03``), ``∞``."""
+    if not math.isfinite(value):
+        return MeanInterval(value, math.nan, 1).format()
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _eps(row: pd.Series | dict) -> str:
+    """Epsilon (:func:`format_epsilon`), with its interval only where it varies across seeds."""
+    eps = _interval(row, "epsilon")
+    text = format_epsilon(eps.mean)
+    return f"{text} ± {eps.half_width:.3g}" if eps.half_width > 0 else text
+
+
+def _key(row: pd.Series) -> tuple:
+    """A setting's identity without the NaN parameter of the baseline (NaN != NaN in dicts)."""
+    return tuple(row[k] for k in SETTING if k != "param_value")
+
+
+def main_table(settings: pd.DataFrame, distances: pd.DataFrame) -> str:
+    """The main table: dataset, mech, param, epsilon, MI AP and phi per distance, acc, seeds."""
+    names = sorted(distances["distance"].unique())
+    by_key = {(_key(r), r["distance"]): r for _, r in distances.iterrows()}
+    headers = [
+        "dataset",
+        "mech",
+        "param",
+        "ε",
+        *[f"MI AP ({d})" for d in names],
+        "acc",
+        *[f"φ ({d})" for d in names],
+        "seeds",
+    ]
+    rows = []
+    for _, s in settings.iterrows():
+        per = [by_key.get((_key(s), d)) for d in names]
+        rows.append(
+            [
+                s["dataset"],
+                s["mech"],
+                s["param_label"],
+                _eps(s),
+                *[_interval(p, "mi_ap").format() if p is not None else "n/a" for p in per],
+                _interval(s, "acc").format(),
+                *[
+                    "–" if p is None or s["mech"] == NONE else _interval(p, "phi").format()
+                    for p in per
+                ],
+                int(s["acc_n"]),
+            ]
+        )
+    return _md_table(headers, rows)
+
+
+def sweet_spot_table(spots: pd.DataFrame) -> str:
+    headers = ["MI AP limit", "mech", "best setting", "ε", "attack power (max MI AP)", "acc"]
+    rows = []
+    for _, r in spots.iterrows():
+        power = _interval(r, "attack_power").format()
+        if r["qualifies"]:
+            rows.append(
+                [
+                    f"{r['limit']:g}",
+                    r["mech"],
+                    r["param_label"],
+                    _eps(r),
+                    power,
+                    _interval(r, "acc").format(),
+                ]
+            )
+        else:
+            rows.append(
+                [
+                    f"{r['limit']:g}",
+                    r["mech"],
+                    "none qualifies",
+                    "–",
+                    f"weakest: {power} at {r['param_label']}",
+                    "–",
+                ]
+            )
+    return _md_table(headers, rows)
+
+
+def epsilon_methods(frame: pd.DataFrame) -> str:
+    cols = [c for c in ("mech", "epsilon_method", "accountant", "delta") if c in frame.columns]
+    rows = frame[cols].drop_duplicates().astype(str).values.tolist()
+    return _md_table(cols, rows)
+
+
+def render_markdown(
+    frame: pd.DataFrame,
+    sections: Sequence[tuple[str, str, str, list[Path]]],
+    *,
+    source: Path,
+    skipped: Sequence[str],
+    limits: Sequence[float],
+) -> str:
+    """report.md: header, then per dataset/profile its tables and figures, then what was skipped."""
+    seeds = sorted(frame["seed"].unique().tolist())
+    versions = sorted(frame["code_version"].astype(str).unique()) if "code_version" in frame else []
+    parts = [
+        "# Privacy audit report",
+        f"Source: `{source}`: {len(frame)} rows, seed(s) {seeds}"
+        + (f", code version(s) {', '.join(versions)}." if versions else "."),
+        "Values are the mean over seeds ± the half-width of the 95 % Student-t interval, "
+        "t(0.975, n-1)·s/√n over n seeds (plots cut it at the metric's range); a value from a "
+        "single seed is shown alone. Two seeds give t = 12.7, so use three or more (t = 4.30) "
+        "for intervals that say something. ε of the non-private run is ∞.",
+    ]
+    for name, table, spots, figures in sections:
+        parts += [
+            f"## {name}",
+            "### Results",
+            table,
+            "### Sweet spots",
+            "For each MI AP limit, the setting of each mechanism with the best accuracy whose "
+            "attack power (the largest MI AP over the distances, mean over seeds) is at most "
+            f"the limit (paper 003, Section 5.2); limits {', '.join(f'{x:g}' for x in limits)}."
+            " The baseline (none) is listed too: where it qualifies, no mechanism is needed.",
+            spots,
+            "### Figures",
+        ]
+        parts += [f"![{p.stem}]({p.name})" for p in figures if p.suffix == ".png"] or ["(none)"]
+    parts += ["## How ε was computed", epsilon_methods(frame)]
+    if skipped:
+        parts += ["## Skipped", "\n".join(f"- {s}" for s in skipped)]
+    return "\n\n".join(parts) + "\n"
+
+
+# ---- orchestration ------------------------------------------------------------------------------
+
+
+def write_report(
+    run_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    formats: Sequence[str] = FORMATS,
+    limits: Sequence[float] = MI_AP_LIMITS,
+    data_home: Path | None = None,
+    images: bool = True,
+) -> Report:
+    """Write figures (each in every format) and ``report.md`` for ``run_dir/runs.csv``.
+
+    ``out_dir`` defaults to ``run_dir/report``; ``data_home`` is where downloadable datasets live
+    (for the image grids, which need the data); ``images=False`` skips the grids.
+    """
+    if not formats:
+        raise ValueError("at least one figure format is needed, e.g. png")
+    bad = [x for x in limits if not 0 < x <= 1]
+    if bad or not limits:
+        raise ValueError(f"MI AP limits must lie in (0, 1], got {list(limits)}")
+    frame = load_runs(run_dir)
+    out = Path(out_dir) if out_dir is not None else Path(run_dir) / REPORT_DIR
+    report = Report(out_dir=out, markdown=out / REPORT_MD)
+    sections = []
+    for (dataset, profile), group in frame.groupby(["dataset", "profile"], sort=True):
+        name = f"{dataset}, profile {profile}"
+        settings, distances = setting_summary(group), distance_summary(group)
+        figures = summary_figures(settings, distances, name=name, skipped=report.skipped)
+        figures += curve_figures(run_dir, group, name=name, skipped=report.skipped)
+        if images:
+            figures += image_figures(
+                run_dir, group, name=name, data_home=data_home, skipped=report.skipped
+            )
+        paths = []
+        for stem, fig in figures:
+            paths += save_figure(fig, out, f"{_slug(f'{dataset}-{profile}')}-{stem}", formats)
+        report.figures += paths
+        sections.append(
+            (
+                name,
+                main_table(settings, distances),
+                sweet_spot_table(sweet_spots(settings, limits)),
+                paths,
+            )
+        )
+    text = render_markdown(
+        frame, sections, source=Path(run_dir) / RUNS_CSV, skipped=report.skipped, limits=limits
+    )
+    io.write_text(report.markdown, text)
+    log.info("report written to %s (%d figure files)", report.markdown, len(report.figures))
+    return report
