@@ -218,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # includes DatasetUnavailable: bad input, one line, status 2
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except SystemExit as exc:  # argparse: --help (0) or a usage error already printed (2)
+        return exc.code if isinstance(exc.code, int) else 2
     except KeyboardInterrupt:
         print("interrupted; finished cells are kept, rerun the same command to resume",
               file=sys.stderr)
