@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from audit.config import MechanismName, parse_enum
 from audit.mechanisms.base import CellData, Context, Mechanism, Prepared
+from audit.mechanisms.cdp import CentralDP
+from audit.mechanisms.ldp import Pixelization
 from audit.mechanisms.none import NoPrivacy
+from audit.mechanisms.termwise import TermwiseDP
+from audit.mechanisms.vae_ldp import VaeLdp
 
 _REGISTRY: dict[MechanismName, Mechanism] = {}
 
@@ -27,6 +31,10 @@ def available_mechanisms() -> list[MechanismName]:
 
 
 register(NoPrivacy())
+register(CentralDP())
+register(TermwiseDP())
+register(Pixelization())
+register(VaeLdp())
 
 __all__ = ["CellData", "Context", "Mechanism", "Prepared", "available_mechanisms", "get_mechanism",
            "register"]
