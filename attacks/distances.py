@@ -1,15 +1,22 @@
-"""Per-pair reconstruction distances (MSE, SSIM) for the reconstruction attack, behind one registry.
+"""Reconstruction distances (MSE, SSIM) for the reconstruction attack, behind one registry.
 
-Every distance maps a batch of reconstructions ``recon`` and targets ``target``, both of shape
-(K, *shape), to K per-pair values as a float64 tensor on the inputs' device. A :class:`Distance`
-also knows its orientation: :meth:`Distance.score` turns mean distances into membership scores
-where higher means "more likely a member" (paper 003, Eq. 1: -mean MSE, or mean SSIM).
+Two layouts share one implementation per distance:
+
+* pairwise: reconstructions ``recon`` and targets ``target``, both (K, *shape) -> (K,);
+* to records: S reconstructions of each of R records, ``recon`` (R, S, *shape) and the records
+  (R, *shape) -> (R, S). The attack's layout: a record's statistics are computed once for its S
+  samples instead of once per pair, and the records are never repeated in memory.
+
+Values are float64 tensors on the inputs' device. A :class:`Distance` also knows its orientation:
+:meth:`Distance.score` turns mean distances into membership scores where higher means "more likely
+a member" (paper 003, Eq. 1: -mean MSE, or mean SSIM).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import Enum
 
 import numpy as np
@@ -21,9 +28,29 @@ SSIM_K1 = 0.01
 SSIM_K2 = 0.03
 SSIM_DATA_RANGE = 1.0
 """Images are assumed to lie in [0, 1]."""
-SSIM_BLOCK_ELEMENTS = 2**19
-"""Pixels (pairs x C x H x W) per SSIM block: keeps its float64 working set near 16 MB, which
-bounds SSIM's memory and runs faster on CPU (cache) than one pass over a large batch."""
+SSIM_BLOCK_ELEMENTS = 2**15
+"""Reconstructed pixels (pairs x C x H x W) per SSIM block on a CPU (2 pairs of 64x64x3). Its
+float64 buffers (about 100 bytes per pixel, 3 MB) stay near the core's L2 cache: on the 2-core
+benchmark machine blocks 8 and 32 times larger ran 1.6 and 2.4 times slower, and half this size
+10 % slower, from PyTorch's per-operation overhead (benchmarks/bench_ssim.py)."""
+SSIM_ACCELERATOR_BLOCK_ELEMENTS = 2**24
+"""The same on an accelerator, where large blocks keep the device busy (about 1.7 GB)."""
+DISTANCE_CPU_THREADS = 1
+"""Intra-op threads the distances use on a CPU (torch's setting is restored afterwards). Their
+operations are short and memory-bound: on the shared 2-core benchmark machine a second thread made
+SSIM 2 to 10 times and MSE 5 times slower (threads waiting for each other at every operation while
+other processes hold the cores), and never clearly faster."""
+MSE_BLOCK_ELEMENTS = 2**16
+"""Reconstructed values per MSE block: a float64 working set of 512 KB, which stays in cache."""
+
+_WINDOW = SSIM_WIN_SIZE**2
+"""n: pixels in a window. The offsets below are in units of window sums (:class:`_SsimKernel`)."""
+_C1 = (SSIM_K1 * SSIM_DATA_RANGE) ** 2
+_C2 = (SSIM_K2 * SSIM_DATA_RANGE) ** 2
+_A1_OFFSET = _WINDOW**2 * _C1 / 2
+_A2_OFFSET = _WINDOW * (_WINDOW - 1) * _C2 / 2
+_B1_OFFSET = _WINDOW**2 * _C1
+_B2_OFFSET = _WINDOW * (_WINDOW - 1) * _C2
 
 
 def _check_pair(recon: torch.Tensor, target: torch.Tensor) -> None:
@@ -34,6 +61,75 @@ def _check_pair(recon: torch.Tensor, target: torch.Tensor) -> None:
         )
     if recon.dim() < 1:
         raise ValueError("recon and target need a leading batch dimension K, got 0-d tensors")
+
+
+def _check_to_records(recon: torch.Tensor, records: torch.Tensor) -> None:
+    if recon.dim() != records.dim() + 1 or recon.shape[:1] + recon.shape[2:] != records.shape:
+        raise ValueError(
+            "recon must be (R, S, *shape) for records (R, *shape), got recon "
+            f"{tuple(recon.shape)} and records {tuple(records.shape)}"
+        )
+
+
+def _record_blocks(
+    n_records: int, n_samples: int, pairs_per_block: int
+) -> Iterator[tuple[slice, Iterator[slice]]]:
+    """(records, sample blocks) covering R x S pairs, at most ``pairs_per_block`` pairs a block.
+
+    Whole records when S fits in a block (several records a block), else one record at a time,
+    its samples split into blocks.
+    """
+    samples_per_block = max(1, min(n_samples, pairs_per_block))
+    records_per_block = max(1, pairs_per_block // max(1, n_samples))
+    if samples_per_block < n_samples:
+        records_per_block = 1
+    for start in range(0, n_records, records_per_block):
+        stop = min(start + records_per_block, n_records)
+        samples = (
+            slice(s, min(s + samples_per_block, n_samples))
+            for s in range(0, n_samples, samples_per_block)
+        )
+        yield slice(start, stop), samples
+
+
+@contextmanager
+def _cpu_threads(device: torch.device, n_threads: int) -> Iterator[None]:
+    """Run with at most ``n_threads`` intra-op threads on a CPU; torch's count is restored."""
+    previous = torch.get_num_threads()
+    if device.type != "cpu" or previous <= n_threads:
+        yield
+        return
+    torch.set_num_threads(n_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def mse_to_records(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of each reconstruction to its record, accumulated in float64.
+
+    Args:
+        recon: (R, S, *shape) reconstructions, S of each record; any trailing shape.
+        records: (R, *shape).
+
+    Returns:
+        (R, S) float64 tensor, ``mean((recon[r, s] - records[r]) ** 2)``.
+    """
+    _check_to_records(recon, records)
+    n_records, n_samples = recon.shape[:2]
+    record_size = math.prod(records.shape[1:])
+    flat_recon = recon.reshape(n_records, n_samples, record_size)
+    flat_records = records.reshape(n_records, 1, record_size)
+    out = torch.empty(n_records, n_samples, dtype=torch.float64, device=recon.device)
+    blocks = _record_blocks(n_records, n_samples, MSE_BLOCK_ELEMENTS // max(1, record_size))
+    with _cpu_threads(recon.device, DISTANCE_CPU_THREADS):
+        for rows, sample_blocks in blocks:
+            target = flat_records[rows].to(torch.float64)
+            for cols in sample_blocks:
+                diff = flat_recon[rows, cols].to(torch.float64, copy=True).sub_(target)
+                torch.linalg.vecdot(diff, diff, out=out[rows, cols])
+    return out.div_(record_size)
 
 
 def mse(recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -47,8 +143,7 @@ def mse(recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         (K,) float64 tensor, ``mean((recon[k] - target[k]) ** 2)``; empty for K = 0.
     """
     _check_pair(recon, target)
-    diff = recon.to(torch.float64) - target.to(torch.float64)
-    return diff.pow(2).reshape(diff.shape[0], math.prod(diff.shape[1:])).mean(dim=1)
+    return mse_to_records(recon.unsqueeze(1), target)[:, 0]
 
 
 def _check_images(recon: torch.Tensor) -> None:
@@ -65,73 +160,179 @@ def _check_images(recon: torch.Tensor) -> None:
         )
 
 
-def _window_means(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Means of a, b, a^2 + b^2 and a*b over every fully interior 7x7 window, in float64.
+class _WindowSums:
+    """Sums over every fully interior 7x7 window of fixed (M, H, W) float64 planes.
+
+    Writes ``out`` (M, H-6, W-6): 49 times scipy's ``uniform_filter(size=7)`` on the interior that
+    scikit-image keeps after cropping 3 pixels from each border, so the filter's border mode never
+    enters the result. Separable: 7-row sums in one strided reduction, then 7-column sums by
+    doubling (x + x>>1, + x>>2, + x>>4: four additions). Buffers and views are built once, so a
+    call is five operations.
+    """
+
+    def __init__(self, planes: torch.Tensor, out: torch.Tensor) -> None:
+        n_planes, height, width = planes.shape
+        self._row_windows = planes.unfold(1, SSIM_WIN_SIZE, 1)
+
+        def buffer(columns: int) -> torch.Tensor:
+            shape = (n_planes, height - 6, columns)
+            return torch.empty(shape, dtype=torch.float64, device=out.device)
+
+        rows, pairs, threes = buffer(width), buffer(width - 1), buffer(width - 2)
+        fours = rows.view(-1)[: threes[..., 1:].numel()].view(-1, height - 6, width - 3)
+
+        def shifted(t: torch.Tensor, by: int, length: int) -> torch.Tensor:
+            return t.narrow(2, by, length)
+
+        self._rows = rows
+        self._steps = (
+            (shifted(rows, 0, width - 1), shifted(rows, 1, width - 1), pairs),
+            (shifted(pairs, 0, width - 2), shifted(rows, 2, width - 2), threes),
+            (shifted(pairs, 0, width - 3), shifted(pairs, 2, width - 3), fours),  # rows is free
+            (shifted(fours, 0, width - 6), shifted(threes, 4, width - 6), out),
+        )
+
+    def __call__(self) -> None:
+        torch.sum(self._row_windows, dim=-1, out=self._rows)
+        for left, right, out in self._steps:
+            torch.add(left, right, out=out)
+
+
+class _SsimKernel:
+    """SSIM of blocks of r records x s samples of C x H x W images, summed over each SSIM map.
+
+    With window sums Sx, Sy, Sxx, Syy, Sxy over n = 49 pixels, Wang et al.'s terms are
+    2 mu_x mu_y + c1 = 2 A1 / n^2, mu_x^2 + mu_y^2 + c1 = B1 / n^2,
+    2 cov + c2 = 2 A2 / (n (n-1)) and var_x + var_y + c2 = B2 / (n (n-1)) (sample covariances),
+    so SSIM = 4 A1 A2 / (B1 B2) with
+    A1 = Sx Sy + n^2 c1 / 2, A2 = n Sxy + n (n-1) c2 / 2 + n^2 c1 / 2 - A1,
+    B1 = Sx^2 + Sy^2 + n^2 c1, B2 = n Sxx + n Syy + n (n-1) c2 + n^2 c1 - B1.
+    The constants ride along in the summed maps and the records' terms, so that each term costs
+    one operation per pair. All float64 buffers and views are built once per block shape (about
+    100 bytes per reconstructed pixel) and reused: fresh buffers per block cost more in page
+    faults than the arithmetic, and rebuilding views costs more than the small blocks' arithmetic.
+    """
+
+    def __init__(self, shape: tuple[int, ...], device: torch.device) -> None:
+        n_records, n_samples, channels, height, width = shape
+        window_shape = (channels, height - 6, width - 6)
+
+        def buffer(*dims: int) -> torch.Tensor:
+            return torch.empty(dims, dtype=torch.float64, device=device)
+
+        self.loaded: slice | None = None
+        """The records whose terms are loaded (see :meth:`load_records`)."""
+        self._record_maps = buffer(2, n_records, channels, height, width)
+        record_sums = buffer(2, n_records, 1, *window_shape)
+        self._record_window_sums = _WindowSums(
+            self._record_maps.view(-1, height, width), record_sums.view(-1, *window_shape[1:])
+        )
+        self._sum_y, self._b_total = record_sums
+        self._b1_offset = buffer(n_records, 1, *window_shape)
+        self._maps = buffer(3, n_records, n_samples, channels, height, width)
+        sums = buffer(3, n_records, n_samples, *window_shape)
+        self._window_sums = _WindowSums(
+            self._maps.view(-1, height, width), sums.view(-1, *window_shape[1:])
+        )
+        self._sum_x, self._sum_xx, self._sum_xy = sums
+        self._a1 = buffer(n_records, n_samples, *window_shape)
+        self._a1_offset = torch.tensor(_A1_OFFSET, dtype=torch.float64, device=device)
+        self._xy_offset = torch.tensor(
+            (_A2_OFFSET + _A1_OFFSET) / _WINDOW, dtype=torch.float64, device=device
+        )
+
+    def load_records(self, records: torch.Tensor, rows: slice) -> None:
+        """Window sums and SSIM terms of records (r, C, H, W), once for all of their samples."""
+        y = self._record_maps[0].copy_(records)
+        torch.mul(y, y, out=self._record_maps[1])
+        self._record_window_sums()
+        torch.mul(self._sum_y, self._sum_y, out=self._b1_offset).add_(_B1_OFFSET)
+        self._b_total.mul_(_WINDOW).add_(_B2_OFFSET + _B1_OFFSET)  # Syy -> B2 + B1 - n Sxx
+        self.loaded = rows
+
+    def sum_maps(self, recon: torch.Tensor, out: torch.Tensor) -> None:
+        """out (r, s) <- the sum of each SSIM map of recon (r, s, C, H, W) over C x H-6 x W-6."""
+        x, xx, xy = self._maps
+        x.copy_(recon)
+        torch.mul(x, x, out=xx)
+        torch.addcmul(self._xy_offset, x, self._record_maps[0].unsqueeze(1), value=_WINDOW, out=xy)
+        self._window_sums()
+        sum_x = self._sum_x
+        a1 = torch.addcmul(self._a1_offset, sum_x, self._sum_y, out=self._a1)
+        a2 = self._sum_xy.sub_(a1)
+        b1 = torch.addcmul(self._b1_offset, sum_x, sum_x, out=sum_x)
+        b2 = torch.add(self._b_total, self._sum_xx, alpha=_WINDOW, out=self._sum_xx).sub_(b1)
+        ssim_map = a1.mul_(a2).div_(b1.mul_(b2))
+        torch.sum(ssim_map.flatten(2), dim=2, out=out)
+
+
+def ssim_to_records(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
+    """Mean structural similarity of each reconstruction to its record, equal to scikit-image.
+
+    Computes ``skimage.metrics.structural_similarity(recon[r, s], records[r], win_size=7,
+    data_range=1.0, channel_axis=0)`` for every pair: a 7x7 uniform window, K1 = 0.01,
+    K2 = 0.03, sample covariances (normalised by n - 1 with n = 49), the SSIM map averaged over
+    the interior (3 pixels cropped from each border) and then over channels. A record's window
+    sums are computed once for all of its S samples.
 
     Args:
-        a, b: (M, H, W) image planes of any floating dtype.
+        recon: (R, S, C, H, W) reconstructions in [0, 1], H and W at least 7.
+        records: (R, C, H, W) records in [0, 1].
 
     Returns:
-        (4, M, H - 6, W - 6) float64: exactly the values of scipy's ``uniform_filter(size=7)`` on
-        the interior that scikit-image keeps after cropping ``(7 - 1) // 2`` pixels from each
-        border, so the filter's border mode never enters the result. Separable window sums via
-        ``unfold`` (faster than ``avg_pool2d`` or ``conv2d`` in float64 on CPU).
+        (R, S) float64 tensor of SSIM values in [-1, 1] (1 for identical images).
+
+    Raises:
+        ValueError: if the inputs are not images (use :func:`mse`) or smaller than 7x7.
+
+    Notes:
+        Wang et al. (2004), Eq. 13, with scikit-image's uniform-window variant. Computed in
+        float64: with float32 window sums, var = E[x^2] - E[x]^2 cancels on flat regions of
+        bright images and SSIM drifts by up to 4e-5 from scikit-image's (2e-5 with each image
+        centred first), beyond the 1e-5 the tests allow. Runs in blocks of
+        :data:`SSIM_BLOCK_ELEMENTS` reconstructed pixels, with :data:`DISTANCE_CPU_THREADS`
+        intra-op threads on a CPU.
     """
-    planes = torch.empty((4, *a.shape), dtype=torch.float64, device=a.device)
-    planes[0], planes[1] = a, b
-    a, b = planes[0], planes[1]
-    torch.mul(a, a, out=planes[2]).addcmul_(b, b)
-    torch.mul(a, b, out=planes[3])
-    sums = planes.unfold(2, SSIM_WIN_SIZE, 1).sum(-1).unfold(3, SSIM_WIN_SIZE, 1).sum(-1)
-    return sums.div_(SSIM_WIN_SIZE**2)
+    _check_to_records(recon, records)
+    _check_images(records)
+    n_records, n_samples, channels, height, width = recon.shape
+    out = torch.empty(n_records, n_samples, dtype=torch.float64, device=recon.device)
+    on_cpu = recon.device.type == "cpu"
+    block = SSIM_BLOCK_ELEMENTS if on_cpu else SSIM_ACCELERATOR_BLOCK_ELEMENTS
+    kernels: dict[tuple[int, ...], _SsimKernel] = {}
+    blocks = _record_blocks(n_records, n_samples, block // (channels * height * width))
+    with _cpu_threads(recon.device, DISTANCE_CPU_THREADS):
+        for rows, sample_blocks in blocks:
+            for cols in sample_blocks:
+                block_recon = recon[rows, cols]
+                kernel = kernels.get(block_recon.shape)
+                if kernel is None:
+                    kernel = kernels[block_recon.shape] = _SsimKernel(
+                        block_recon.shape, recon.device
+                    )
+                if kernel.loaded != rows:
+                    kernel.load_records(records[rows], rows)
+                kernel.sum_maps(block_recon, out[rows, cols])
+    return out.mul_(4 / (channels * (height - 6) * (width - 6)))
 
 
 def ssim(recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean structural similarity per pair, equal to scikit-image's defaults.
-
-    Computes, for each pair, ``skimage.metrics.structural_similarity(recon[k], target[k],
-    win_size=7, data_range=1.0, channel_axis=0)``: a 7x7 uniform window, K1 = 0.01, K2 = 0.03,
-    sample covariances (normalised by NP - 1 with NP = 49), the SSIM map averaged over the interior
-    (3 pixels cropped from each border) and then over channels. Computed in float64.
 
     Args:
         recon: (K, C, H, W) reconstructions in [0, 1], H and W at least 7.
         target: (K, C, H, W) records in [0, 1].
 
     Returns:
-        (K,) float64 tensor of SSIM values in [-1, 1] (1 for identical images); empty for K = 0.
+        (K,) float64 tensor of SSIM values in [-1, 1]; empty for K = 0. See
+        :func:`ssim_to_records`, which this calls with one sample per record.
 
     Raises:
         ValueError: if the inputs are not 4-D images (use :func:`mse`) or smaller than 7x7.
-
-    Notes:
-        Wang et al. (2004), Eq. 13, with scikit-image's uniform-window variant.
     """
     _check_pair(recon, target)
     _check_images(recon)
-    if recon.shape[0] == 0:
-        return torch.zeros(0, dtype=torch.float64, device=recon.device)
-    step = max(1, SSIM_BLOCK_ELEMENTS // recon[0].numel())
-    blocks = range(0, recon.shape[0], step)
-    return torch.cat([_ssim_block(recon[i : i + step], target[i : i + step]) for i in blocks])
-
-
-def _ssim_block(recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """:func:`ssim` of one block of (K, C, H, W) pairs -> (K,) float64."""
-    n_pairs, _, height, width = recon.shape
-    mean_a, mean_b, mean_sq_sum, mean_ab = _window_means(
-        recon.reshape(-1, height, width), target.reshape(-1, height, width)
-    )
-    n_window = SSIM_WIN_SIZE**2
-    cov_norm = n_window / (n_window - 1)
-    mean_prod = mean_a * mean_b
-    mean_sq = mean_a * mean_a + mean_b * mean_b
-    c1 = (SSIM_K1 * SSIM_DATA_RANGE) ** 2
-    c2 = (SSIM_K2 * SSIM_DATA_RANGE) ** 2
-    # Sample (co)variances: cov(a, b) = cov_norm * (E[ab] - E[a] E[b]), var(a) + var(b) likewise.
-    numerator = (2 * mean_prod + c1) * ((mean_ab - mean_prod) * (2 * cov_norm) + c2)
-    denominator = (mean_sq + c1) * ((mean_sq_sum - mean_sq) * cov_norm + c2)
-    return (numerator / denominator).reshape(n_pairs, -1).mean(dim=1)
+    return ssim_to_records(recon.unsqueeze(1), target)[:, 0]
 
 
 DistanceFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -146,6 +347,13 @@ class Distance(Enum):
     def pairwise(self, recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Per-pair values (K,) float64 for (K, *shape) inputs; see :func:`mse`, :func:`ssim`."""
         return _PAIRWISE[self](recon, target)
+
+    def to_records(self, recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
+        """Values (R, S) float64 of S reconstructions (R, S, *shape) of each record (R, *shape).
+
+        See :func:`mse_to_records`, :func:`ssim_to_records`.
+        """
+        return _TO_RECORDS[self](recon, records)
 
     def check_records(self, records: torch.Tensor) -> None:
         """Raise ValueError early if records (n, *shape) cannot be compared with this distance."""
@@ -167,6 +375,10 @@ class Distance(Enum):
 
 
 _PAIRWISE: dict[Distance, DistanceFn] = {Distance.MSE: mse, Distance.SSIM: ssim}
+_TO_RECORDS: dict[Distance, DistanceFn] = {
+    Distance.MSE: mse_to_records,
+    Distance.SSIM: ssim_to_records,
+}
 
 
 def available_distances() -> list[str]:

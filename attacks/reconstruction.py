@@ -163,36 +163,64 @@ class ReconstructionAttack(Attack):
     ) -> np.ndarray:
         """(n_distances, n) float64 mean distances over the N samples of each record."""
         means = np.empty((len(self.distances), data.n_records), dtype=np.float64)
+        mu, std = self._posteriors(model, data)
         step = self.plan.records_per_chunk
         for start in range(0, data.n_records, step):
             stop = min(start + step, data.n_records)
             x = data.x[start:stop].to(self.device)
             y = data.y[start:stop].to(self.device)
-            means[:, start:stop] = self._score_chunk(model, x, y, first_index=start)
+            posterior = (mu[start:stop], std[start:stop])
+            means[:, start:stop] = self._score_chunk(model, x, y, posterior, first_index=start)
             if progress is not None:
                 progress(stop - start)
         return means
 
+    def _posteriors(
+        self, model: LatentGenerativeModel, data: AttackData
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mu, std) of q(z | x, y) for every record, each (n, latent_dim) on the device.
+
+        Encoded ``max_decoded`` records at a time, ahead of the decoding: a chunk holds as few as
+        one record when N is large, and one encoder call per record costs more than its
+        arithmetic.
+        """
+        mus, stds = [], []
+        for start in range(0, data.n_records, self.max_decoded):
+            stop = min(start + self.max_decoded, data.n_records)
+            mu, logvar = model.encode(
+                data.x[start:stop].to(self.device), data.y[start:stop].to(self.device)
+            )
+            mus.append(mu)
+            stds.append(torch.exp(0.5 * logvar))
+        return torch.cat(mus), torch.cat(stds)
+
     def _score_chunk(
-        self, model: LatentGenerativeModel, x: torch.Tensor, y: torch.Tensor, *, first_index: int
+        self,
+        model: LatentGenerativeModel,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        posterior: tuple[torch.Tensor, torch.Tensor],
+        *,
+        first_index: int,
     ) -> np.ndarray:
-        """(n_distances, R) mean distances for a chunk of R records x (R, *shape), labels y (R,)."""
-        mu, logvar = model.encode(x, y)
-        std = torch.exp(0.5 * logvar)
+        """(n_distances, R) mean distances for a chunk of R records x (R, *shape), labels y (R,),
+        whose posteriors are ``(mu, std)``, each (R, latent_dim)."""
+        mu, std = posterior
         streams = [record_noise_rng(self.seed, first_index + i) for i in range(x.shape[0])]
         totals = torch.zeros(len(self.distances), x.shape[0], dtype=torch.float64, device=x.device)
         for n_chunk in self.plan.sample_chunks(self.n_samples):
             noise = _draw_noise(streams, n_samples=n_chunk, latent_dim=mu.shape[1]).to(mu)
-            z = (mu[:, None, :] + std[:, None, :] * noise).reshape(-1, mu.shape[1])
+            z = torch.addcmul(mu.unsqueeze(1), std.unsqueeze(1), noise).flatten(0, 1)
             recon = model.decode(z, y.repeat_interleave(n_chunk))
-            target = x.repeat_interleave(n_chunk, dim=0)
-            if recon.shape != target.shape:
+            expected = (x.shape[0] * n_chunk, *x.shape[1:])
+            if recon.shape != expected:
                 raise ValueError(
                     f"model.decode returned shape {tuple(recon.shape)}, expected the records' "
-                    f"shape {tuple(target.shape)}"
+                    f"shape {expected}"
                 )
+            recon = recon.view(x.shape[0], n_chunk, *x.shape[1:])
             for k, distance in enumerate(self.distances):
-                totals[k] += distance.pairwise(recon, target).reshape(-1, n_chunk).sum(dim=1)
+                totals[k] += distance.to_records(recon, x).sum(dim=1)
         return (totals / self.n_samples).cpu().numpy()
 
 
@@ -200,6 +228,7 @@ def _draw_noise(
     streams: list[np.random.Generator], *, n_samples: int, latent_dim: int
 ) -> torch.Tensor:
     """(R, n_samples, latent_dim) float32 standard normals, the next draws of each stream."""
-    shape = (n_samples, latent_dim)
-    draws = [stream.standard_normal(shape, dtype=np.float32) for stream in streams]
-    return torch.from_numpy(np.stack(draws))
+    noise = np.empty((len(streams), n_samples, latent_dim), dtype=np.float32)
+    for stream, rows in zip(streams, noise, strict=True):
+        stream.standard_normal(dtype=np.float32, out=rows)
+    return torch.from_numpy(noise)

@@ -20,7 +20,7 @@ import torch
 from audit import io
 from audit.config import CellConfig, MechanismName, SweepConfig
 from audit.datasets import Dataset, load_dataset, stratified_split
-from audit.mechanisms import CellData, Context, get_mechanism
+from audit.mechanisms import CellData, Context, Mechanism, get_mechanism
 from audit.metrics import phi_score
 from audit.pipeline import cell_data, classifier_accuracy, classifier_settings, run_cell, save_outcome
 from audit.progress import ProgressFactory, null_progress
@@ -90,12 +90,23 @@ def build_cells(config: SweepConfig) -> list[tuple[CellConfig, CellConfig]]:
                 continue
             mech = get_mechanism(name)
             mine = tuple(sorted((k, v) for k, v in options.items() if k in mech.option_names))
-            for value in config.grid or mech.default_grid:
-                mech.validate_value(value)
-                cell = CellConfig(config.dataset, name, mech.param_name, float(value), seed,
+            mech.validate_options(dict(mine), batch_size=config.profile.batch_size)
+            for param_name, value in _grid(mech, config, dict(mine)):
+                cell = CellConfig(config.dataset, name, param_name, float(value), seed,
                                   config.profile, base.options + mine)
                 pairs.append((cell, base))
     return pairs
+
+
+def _grid(mech: Mechanism, config: SweepConfig, options: dict[str, Any]) -> list[tuple[str, float]]:
+    """(parameter name, value) of each cell: the grid, or one cell for ``--target-epsilon``."""
+    target = options.get("target_epsilon")
+    if target is not None:
+        return [("target_epsilon", float(target))]
+    values = config.grid or mech.default_grid
+    for value in values:
+        mech.validate_value(value)
+    return [(mech.param_name, value) for value in values]
 
 
 def _acc_real(out: Path, dataset: Dataset, data: CellData, cell: CellConfig, ctx: Context) -> float:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import torch
 
@@ -66,6 +67,9 @@ class Mechanism(ABC):
             raise ValueError(
                 f"{self.name.value}: {self.param_name} must be a positive finite number, got {value!r}"
             )
+
+    def validate_options(self, options: Mapping[str, Any], *, batch_size: int) -> None:
+        """Check the mechanism's options before any cell runs (the default accepts all)."""
 
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
         """Training and validation data for the target VAE (identity unless the mechanism is local)."""

@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 from skimage.metrics import structural_similarity
 
 from attacks import distances
-from attacks.distances import Distance, available_distances, get_distance, mse, ssim
+from attacks.distances import (
+    Distance,
+    available_distances,
+    get_distance,
+    mse,
+    mse_to_records,
+    ssim,
+    ssim_to_records,
+)
 
 SIZES = [(7, 7), (8, 8), (25, 25), (64, 64)]
 
@@ -60,6 +68,24 @@ def structured_pairs(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[
     return np.clip(recon, 0, 1).astype(np.float32), target.astype(np.float32)
 
 
+def flat_pairs(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Near-constant bright images and flat halves: where var = E[x^2] - E[x]^2 cancels."""
+    batch, channels, height, width = shape
+    level = rng.uniform(0.6, 1.0, (batch, 1, 1, 1))
+    target = level + rng.normal(0.0, 1e-4, shape)
+    target[..., : width // 2] = 0.123456789  # an exactly flat half
+    recon = target + rng.normal(0.0, 1e-4, shape)
+    recon[-1] = 0.987654321  # a constant image
+    return np.clip(recon, 0, 1).astype(np.float32), np.clip(target, 0, 1).astype(np.float32)
+
+
+def reference_ssim_to_records(recon: np.ndarray, records: np.ndarray) -> np.ndarray:
+    """(R, S) scikit-image SSIM of every sample recon[r, s] against records[r]."""
+    flat_records = np.repeat(records, recon.shape[1], axis=0)
+    flat = reference_ssim(recon.reshape(-1, *records.shape[1:]), flat_records)
+    return flat.reshape(recon.shape[:2])
+
+
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("channels", [1, 3])
 @pytest.mark.parametrize("batch", [1, 4])
@@ -91,6 +117,75 @@ def test_ssim_matches_scikit_image_on_any_shape(
         np.testing.assert_allclose(ours, reference_ssim(recon, target), rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("channels", [1, 3])
+def test_ssim_is_exact_where_variances_cancel(channels) -> None:
+    """float64 throughout: flat bright regions lose nothing (float32 sums lose about 1e-4)."""
+    recon, target = flat_pairs(np.random.default_rng(3), (4, channels, 24, 30))
+    ours = ssim(torch.from_numpy(recon), torch.from_numpy(target)).numpy()
+    np.testing.assert_allclose(ours, reference_ssim(recon, target), rtol=0, atol=1e-10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n_records=st.integers(0, 3),
+    n_samples=st.integers(0, 4),
+    channels=st.sampled_from([1, 3]),
+    height=st.integers(7, 16),
+    width=st.integers(7, 16),
+    make_pairs=st.sampled_from([random_pairs, structured_pairs, flat_pairs]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_ssim_to_records_matches_scikit_image_on_any_shape(
+    n_records, n_samples, channels, height, width, make_pairs, seed
+) -> None:
+    rng = np.random.default_rng(seed)
+    image = (channels, height, width)
+    records = make_pairs(rng, (max(n_records, 1), *image))[1][:n_records]
+    recon = np.empty((n_records, n_samples, *image), dtype=np.float32)
+    for samples in recon:
+        samples[:] = make_pairs(rng, (max(n_samples, 1), *image))[0][:n_samples]
+    ours = ssim_to_records(torch.from_numpy(recon), torch.from_numpy(records))
+    assert ours.dtype == torch.float64 and ours.shape == (n_records, n_samples)
+    if ours.numel():
+        expected = reference_ssim_to_records(recon, records)
+        np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("n_samples", "block_pairs"),
+    [(2, 5), (7, 3), (7, 1)],  # 2 records a block (last: 1); 1 record, samples 3+3+1; 1 a block
+)
+def test_ssim_to_records_blocks_agree_with_scikit_image(
+    monkeypatch: pytest.MonkeyPatch, n_samples: int, block_pairs: int
+) -> None:
+    rng = np.random.default_rng(4)
+    records = random_pairs(rng, (5, 3, 8, 9))[1]
+    recon = np.stack([random_pairs(rng, (n_samples, 3, 8, 9))[0] for _ in records])
+    monkeypatch.setattr(distances, "SSIM_BLOCK_ELEMENTS", block_pairs * 3 * 8 * 9)
+    blocked = ssim_to_records(torch.from_numpy(recon), torch.from_numpy(records)).numpy()
+    expected = reference_ssim_to_records(recon, records)
+    np.testing.assert_allclose(blocked, expected, rtol=0, atol=1e-5)
+
+
+def test_ssim_pairwise_equals_ssim_to_records() -> None:
+    recon, target = random_pairs(np.random.default_rng(5), (6, 3, 10, 11))
+    recon_t, target_t = torch.from_numpy(recon), torch.from_numpy(target)
+    per_record = ssim_to_records(recon_t.view(2, 3, 3, 10, 11), target_t[::3])
+    repeated = ssim(recon_t, target_t[::3].repeat_interleave(3, dim=0))
+    np.testing.assert_allclose(per_record.flatten().numpy(), repeated.numpy(), rtol=0, atol=1e-12)
+
+
+def test_ssim_gives_torch_its_thread_count_back() -> None:
+    before = torch.get_num_threads()
+    recon, target = random_pairs(np.random.default_rng(6), (2, 1, 8, 8))
+    try:
+        torch.set_num_threads(2)
+        ssim(torch.from_numpy(recon), torch.from_numpy(target))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_ssim_of_identical_images_is_one() -> None:
     images = torch.rand(5, 3, 16, 12, generator=torch.Generator().manual_seed(1))
     images[0] = 0.25  # a constant image: zero variances, SSIM still 1
@@ -116,6 +211,62 @@ def test_mse_matches_naive_loop_on_any_shape(shape, batch, seed) -> None:
     assert ours.dtype == torch.float64 and ours.shape == (batch,)
     if batch:
         np.testing.assert_allclose(ours.numpy(), reference_mse(recon, target), rtol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 5), min_size=0, max_size=3),
+    n_records=st.integers(0, 3),
+    n_samples=st.integers(0, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_mse_to_records_matches_naive_loop_on_any_shape(shape, n_records, n_samples, seed) -> None:
+    rng = np.random.default_rng(seed)
+    records = rng.uniform(-1, 1, (n_records, *shape)).astype(np.float32)
+    recon = rng.uniform(-1, 1, (n_records, n_samples, *shape)).astype(np.float32)
+    ours = mse_to_records(torch.from_numpy(recon), torch.from_numpy(records))
+    assert ours.dtype == torch.float64 and ours.shape == (n_records, n_samples)
+    for row, samples, record in zip(ours.numpy(), recon, records, strict=True):
+        expected = reference_mse(samples, np.repeat(record[None], n_samples, axis=0))
+        np.testing.assert_allclose(row, expected, rtol=1e-12)
+
+
+def test_mse_blocks_agree_with_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(7)
+    records, recon = rng.random((3, 2, 5)), rng.random((3, 4, 2, 5))
+    whole = mse_to_records(torch.from_numpy(recon), torch.from_numpy(records)).numpy()
+    monkeypatch.setattr(distances, "MSE_BLOCK_ELEMENTS", 3 * 2 * 5)  # 1 record, 3 + 1 samples
+    blocked = mse_to_records(torch.from_numpy(recon), torch.from_numpy(records)).numpy()
+    np.testing.assert_allclose(blocked, whole, rtol=1e-12)
+
+
+@pytest.mark.parametrize("distance", list(Distance))
+def test_to_records_equals_pairwise_on_repeated_records(distance: Distance) -> None:
+    recon, target = random_pairs(np.random.default_rng(8), (6, 1, 9, 9))
+    recon_t, records = torch.from_numpy(recon), torch.from_numpy(target[::2])
+    per_record = distance.to_records(recon_t.view(3, 2, 1, 9, 9), records)
+    pairwise = distance.pairwise(recon_t, records.repeat_interleave(2, dim=0))
+    np.testing.assert_allclose(per_record.flatten().numpy(), pairwise.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("distance", list(Distance))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_distances_leave_their_inputs_alone(distance: Distance, dtype: torch.dtype) -> None:
+    recon, target = (
+        torch.from_numpy(a).to(dtype) for a in random_pairs(np.random.default_rng(9), (4, 1, 8, 8))
+    )
+    before = recon.clone(), target.clone()
+    distance.pairwise(recon, target)
+    distance.to_records(recon.view(2, 2, 1, 8, 8), target[::2])
+    torch.testing.assert_close((recon, target), before, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("distance", list(Distance))
+def test_to_records_refuses_mismatched_shapes(distance: Distance) -> None:
+    with pytest.raises(ValueError, match=r"recon must be \(R, S, \*shape\) for records"):
+        distance.to_records(torch.zeros(2, 3, 1, 8, 8), torch.zeros(3, 1, 8, 8))
+    with pytest.raises(ValueError, match=r"got recon \(2, 1, 8, 8\) and records \(2, 1, 8, 8\)"):
+        distance.to_records(torch.zeros(2, 1, 8, 8), torch.zeros(2, 1, 8, 8))
 
 
 def test_ssim_refuses_series_and_says_to_use_mse() -> None:

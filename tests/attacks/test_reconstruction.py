@@ -143,6 +143,24 @@ def test_same_seed_gives_bit_identical_scores() -> None:
         assert not np.array_equal(first[distance].scores, other[distance].scores)
 
 
+def test_scores_equal_a_naive_loop_over_samples() -> None:
+    """The obviously correct slow path: each record's own noise stream, one sample at a time."""
+    model, data, n_samples = small_vae(2), vae_data(5), 4
+    attack = ReconstructionAttack(seed=3, n_samples=n_samples, distances=BOTH, max_decoded=6)
+    results = attack.run(model, data)
+    with torch.inference_mode():
+        mu, logvar = model.eval().encode(data.x, data.y)
+        for i in range(data.n_records):
+            stream = record_noise_rng(3, i)
+            noise = torch.from_numpy(stream.standard_normal((n_samples, 8), dtype=np.float32))
+            std = torch.exp(0.5 * logvar[i : i + 1])
+            recon = [model.decode(mu[i : i + 1] + std * eps, data.y[i : i + 1]) for eps in noise]
+            for distance in BOTH:
+                values = [distance.pairwise(sample, data.x[i : i + 1]).item() for sample in recon]
+                expected = distance.score(np.array([np.mean(values)]))[0]
+                assert results[distance].scores[i] == pytest.approx(expected, abs=1e-6)
+
+
 @pytest.mark.parametrize("max_decoded", [1, 3, 4, 13, 1000])
 def test_scores_do_not_depend_on_chunking(max_decoded: int) -> None:
     model, data = small_vae(0), vae_data()
