@@ -1,6 +1,9 @@
 """Dataset registry, loaders and the seeded stratified split of paper 003 (Figure 1).
 
-Every loader returns float32 images (N, C, H, W) in [0, 1] and int64 labels (N,).
+Image loaders return float32 images (N, C, H, W) in [0, 1]; series loaders (``motionsense``,
+``basicmotions``; see :mod:`audit.motionsense`, :mod:`audit.basicmotions`) float32 series
+(N, T, F) in sensor units, scaled to [-1, 1] per cell from D_train (:mod:`audit.series`).
+Labels are int64 (N,).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -25,26 +29,74 @@ class DatasetUnavailable(ValueError):
     """The data cannot be loaded here (not downloaded, unreachable, malformed)."""
 
 
+class Modality(str, Enum):
+    """What a record is: an image (C, H, W) or a multichannel sensor series (T, F)."""
+
+    IMAGE = "image"
+    SERIES = "series"
+
+
+RECORD_DIMS = {Modality.IMAGE: 3, Modality.SERIES: 2}
+
+
+def record_modality(shape: tuple[int, ...]) -> Modality:
+    """The modality of records of ``shape``: (C, H, W) is an image, (T, F) a series."""
+    for modality, dims in RECORD_DIMS.items():
+        if len(shape) == dims:
+            return modality
+    raise ValueError(
+        f"records of shape {tuple(shape)} are neither images (C, H, W) nor series (T, F)"
+    )
+
+
 @dataclass(frozen=True)
 class Dataset:
-    """A labelled image dataset. ``x``: float32 (N, C, H, W) in [0, 1]; ``y``: int64 (N,)."""
+    """A labelled dataset of images or sensor series; ``y``: int64 (N,).
+
+    ``x`` is float32: images (N, C, H, W) in [0, 1], or series (N, T, F). A series is either in
+    [-1, 1] already, or, with ``scale_on_train``, in sensor units: the pipeline then scales each
+    cell's channels to [-1, 1] with the min and max of that cell's D_train only
+    (:class:`audit.series.ChannelScaler`), so values of D_val and D_test may fall outside.
+    """
 
     name: str
     x: np.ndarray
     y: np.ndarray
     class_names: tuple[str, ...]
     split_fractions: tuple[float, float, float] = (0.5, 0.2, 0.3)
-    modality: str = "image"
+    modality: Modality = Modality.IMAGE
+    scale_on_train: bool = False
 
     def __post_init__(self) -> None:
+        try:
+            modality = Modality(self.modality)
+        except ValueError:
+            allowed = ", ".join(m.value for m in Modality)
+            raise DatasetUnavailable(
+                f"dataset {self.name!r}: unknown modality {self.modality!r}; "
+                f"choose one of: {allowed}"
+            ) from None
+        object.__setattr__(self, "modality", modality)
+        if modality is Modality.IMAGE:
+            self._check_images()
+        else:
+            self._check_series()
+        if len(self.x) != len(self.y):
+            raise DatasetUnavailable(
+                f"dataset {self.name!r}: {len(self.x)} records but {len(self.y)} labels"
+            )
+        if self.y.min() < 0 or self.y.max() >= len(self.class_names):
+            raise DatasetUnavailable(
+                f"dataset {self.name!r}: labels must be 0..{len(self.class_names) - 1}"
+            )
+
+    def _check_images(self) -> None:
         if self.x.ndim != 4:
             raise DatasetUnavailable(
                 f"dataset {self.name!r}: images must be (N, C, H, W), got shape {self.x.shape}"
             )
-        if len(self.x) != len(self.y):
-            raise DatasetUnavailable(
-                f"dataset {self.name!r}: {len(self.x)} images but {len(self.y)} labels"
-            )
+        if self.scale_on_train:
+            raise DatasetUnavailable(f"dataset {self.name!r}: scale_on_train applies to series")
         if not np.isfinite(self.x).all():
             raise DatasetUnavailable(f"dataset {self.name!r}: images contain NaN or infinity")
         if self.x.min() < 0 or self.x.max() > 1:
@@ -52,9 +104,18 @@ class Dataset:
                 f"dataset {self.name!r}: pixel values must lie in [0, 1], "
                 f"got [{self.x.min():.3g}, {self.x.max():.3g}]"
             )
-        if self.y.min() < 0 or self.y.max() >= len(self.class_names):
+
+    def _check_series(self) -> None:
+        if self.x.ndim != 3 or min(self.x.shape[1:]) < 1:
             raise DatasetUnavailable(
-                f"dataset {self.name!r}: labels must be 0..{len(self.class_names) - 1}"
+                f"dataset {self.name!r}: series must be (N, T, F), got shape {self.x.shape}"
+            )
+        if not np.isfinite(self.x).all():
+            raise DatasetUnavailable(f"dataset {self.name!r}: series contain NaN or infinity")
+        if not self.scale_on_train and (self.x.min() < -1 or self.x.max() > 1):
+            raise DatasetUnavailable(
+                f"dataset {self.name!r}: series values must lie in [-1, 1] (or be scaled per "
+                f"cell with scale_on_train), got [{self.x.min():.3g}, {self.x.max():.3g}]"
             )
 
     @property
@@ -62,8 +123,9 @@ class Dataset:
         return len(self.class_names)
 
     @property
-    def shape(self) -> tuple[int, int, int]:
-        return tuple(self.x.shape[1:])  # type: ignore[return-value]
+    def shape(self) -> tuple[int, ...]:
+        """One record's shape: (C, H, W) or (T, F)."""
+        return tuple(self.x.shape[1:])
 
 
 @dataclass(frozen=True)
@@ -86,7 +148,9 @@ def stratified_split(
 ) -> Split:
     """Seeded stratified split into train/val/test with the given fractions (summing to 1)."""
     if len(fractions) != 3 or any(f <= 0 for f in fractions) or not math.isclose(sum(fractions), 1):
-        raise ValueError(f"split fractions must be three positive numbers summing to 1, got {fractions}")
+        raise ValueError(
+            f"split fractions must be three positive numbers summing to 1, got {fractions}"
+        )
     idx = np.arange(len(y))
     split_seed = derive_seed(seed, Purpose.SPLIT) % (2**32)
     train, rest = train_test_split(
@@ -126,7 +190,9 @@ def load_lfw_subset(data_home: Path | None = None) -> Dataset:
 
 
 def _lfw_offline_error(name: str, data_home: Path | None, reason: str) -> DatasetUnavailable:
-    where = str(data_home) if data_home else "scikit-learn's default data home (~/scikit_learn_data)"
+    where = (
+        str(data_home) if data_home else "scikit-learn's default data home (~/scikit_learn_data)"
+    )
     return DatasetUnavailable(
         f"dataset {name!r} needs LFW, which is not in {where} and could not be downloaded "
         f"({reason}); fetch it where the internet is reachable with "
@@ -142,8 +208,8 @@ def _lfw_top_identities(name: str, k: int, data_home: Path | None, side: int = 6
     layout is scikit-learn's ``lfw_home/lfw_funneled/<Name>/<Name>_NNNN.jpg``. Ties in image count
     at the k-th identity are broken by name.
     """
-    from sklearn.datasets import fetch_lfw_people, get_data_home
     from skimage.transform import resize
+    from sklearn.datasets import fetch_lfw_people, get_data_home
 
     folder = Path(get_data_home(data_home)) / "lfw_home" / "lfw_funneled"
     if not folder.is_dir():
@@ -218,12 +284,29 @@ def load_npz(path: Path) -> Dataset:
     return Dataset(f"npz:{path.name}", x, y.astype(np.int64), tuple(str(c) for c in classes))
 
 
+def load_motionsense(data_home: Path | None = None) -> Dataset:
+    """MotionSense device-motion windows (10 s at 50 Hz) from ``--data-home``."""
+    from audit.motionsense import load_motionsense as load
+
+    return load(data_home)
+
+
+def load_basicmotions(data_home: Path | None = None) -> Dataset:
+    """BasicMotions (80 real smartwatch series) from an installed sktime or aeon package."""
+    from audit.basicmotions import load_basicmotions as load
+
+    return load(data_home)
+
+
 LOADERS: dict[str, Callable[[Path | None], Dataset]] = {
     "digits": load_digits_dataset,
     "lfw-subset": load_lfw_subset,
     "lfw20": lambda home: _lfw_top_identities("lfw20", 20, home),
     "lfw50": lambda home: _lfw_top_identities("lfw50", 50, home),
+    "motionsense": load_motionsense,
+    "basicmotions": load_basicmotions,
 }
+SERIES_DATASETS = frozenset({"motionsense", "basicmotions"})
 
 
 def dataset_names() -> list[str]:
@@ -237,8 +320,14 @@ def check_dataset_name(name: str) -> str:
     raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(dataset_names())}")
 
 
+def dataset_modality(name: str) -> Modality:
+    """The modality of a dataset's records, known from its name without loading it."""
+    check_dataset_name(name)
+    return Modality.SERIES if name in SERIES_DATASETS else Modality.IMAGE
+
+
 def load_dataset(name: str, *, data_home: Path | None = None) -> Dataset:
-    """Load a dataset by registry name (``digits``, ``lfw-subset``, ``lfw20``, ``lfw50``, ``npz:PATH``)."""
+    """Load a dataset by registry name (see :data:`LOADERS`, or ``npz:PATH``)."""
     check_dataset_name(name)
     if name.startswith(NPZ_PREFIX):
         return load_npz(Path(name[len(NPZ_PREFIX):]))

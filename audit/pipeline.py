@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,13 +14,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks import AttackData, Distance, get_attack
+from attacks import AttackData, get_attack
 from audit import io
 from audit.config import CellConfig
 from audit.datasets import Dataset, Split
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.seeding import Purpose, derive_seed, numpy_rng, torch_generator
-from models.classifier import SmallCNN
+from audit.series import ChannelScaler
+from models.factory import Generation, model_family
 from models.training import (
     ClassifierSettings,
     Pair,
@@ -28,11 +30,18 @@ from models.training import (
     holdout_split,
     train_classifier,
 )
-from models.vae import ConditionalConvVAE
 
 log = logging.getLogger(__name__)
 
 GEN_HOLDOUT = 0.2  # share of D_gen held out for the classifier's early stopping
+#: What a row says about how D_gen was drawn, where that touches privacy.
+GENERATION_NOTES: dict[Generation, dict[str, str]] = {
+    Generation.CLASS_LATENT: {
+        "generation": "class-latent (paper 003): z ~ q(z|x) of the target's training records "
+        "per class, so D_gen reads those records (perturbed ones under ldp/vae-ldp) besides "
+        "the released model; under cdp that use of D_train is outside the accounting",
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -44,28 +53,42 @@ class CellOutcome:
 
 
 def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
-    """Tensors of the split, with D_train capped at ``profile.max_train`` (stratified, seeded)."""
+    """Tensors of the split, with D_train capped at ``profile.max_train`` (stratified, seeded).
+
+    A series dataset with ``scale_on_train`` is scaled to [-1, 1] per channel with the min and
+    max of this D_train (after the cap) only; every split, and so the mechanisms, the target
+    VAE, the classifier and the attack, sees that one scale.
+    """
     train_idx = split.train
     cap = cell.profile.max_train
     if cap is not None and cap < len(train_idx):
         rng = numpy_rng(cell.seed, Purpose.SPLIT, "cap")
         train_idx = _stratified_subset(train_idx, dataset.y[train_idx], cap, rng)
+    scaler = ChannelScaler.fit(dataset.x[train_idx]) if dataset.scale_on_train else None
 
     def pair(idx: np.ndarray) -> Pair:
-        return torch.from_numpy(dataset.x[idx]), torch.from_numpy(dataset.y[idx])
+        x = dataset.x[idx] if scaler is None else scaler.transform(dataset.x[idx])
+        return torch.from_numpy(x), torch.from_numpy(dataset.y[idx])
 
     n_total = len(train_idx) + len(split.val) + len(split.test)
-    return CellData(pair(train_idx), pair(split.val), pair(split.test), dataset.num_classes, n_total)
+    return CellData(
+        pair(train_idx), pair(split.val), pair(split.test), dataset.num_classes, n_total
+    )
 
 
-def _stratified_subset(idx: np.ndarray, y: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+def _stratified_subset(
+    idx: np.ndarray, y: np.ndarray, k: int, rng: np.random.Generator
+) -> np.ndarray:
     """k indices of ``idx`` keeping each class's share (largest remainders), sorted."""
     classes, counts = np.unique(y, return_counts=True)
     quota = counts * k / len(y)
     take = np.floor(quota).astype(int)
     for i in np.argsort(-(quota - take))[: k - take.sum()]:
         take[i] += 1
-    chosen = [rng.choice(idx[y == c], size=t, replace=False) for c, t in zip(classes, take)]
+    chosen = [
+        rng.choice(idx[y == c], size=t, replace=False)
+        for c, t in zip(classes, take, strict=True)
+    ]
     return np.sort(np.concatenate(chosen))
 
 
@@ -84,18 +107,67 @@ def attack_set(data: CellData, cell: CellConfig) -> AttackData:
     return AttackData(x=x, y=y, is_member=is_member)
 
 
-def generate(model: ConditionalConvVAE, labels: torch.Tensor, *, seed: int, batch: int = 512) -> Pair:
-    """D_gen: one decoded z ~ N(0, I) per label (labels follow D_train's distribution)."""
+def generate(
+    model: torch.nn.Module,
+    labels: torch.Tensor,
+    *,
+    seed: int,
+    method: Generation = Generation.PRIOR,
+    source: Pair | None = None,
+    batch: int = 512,
+) -> Pair:
+    """D_gen: one decoded latent per label (labels follow D_train's distribution).
+
+    ``method`` (:class:`models.factory.Generation`): PRIOR draws z ~ N(0, I); CLASS_LATENT
+    draws z ~ q(z | x_j) for a record x_j of ``source`` (the target's training data) of the
+    label's class, chosen uniformly.
+    """
     device = next(model.parameters()).device
     gen = torch_generator(seed, Purpose.GENERATE)
+    if method is Generation.CLASS_LATENT:
+        if source is None:
+            raise ValueError("class-latent generation needs the target's training records")
+        draw = _class_latent_sampler(model, source, gen, batch=batch)
+    else:
+        def draw(y: torch.Tensor) -> torch.Tensor:
+            return torch.randn(len(y), model.latent_dim, generator=gen)
     out = []
     model.eval()
     with torch.inference_mode():
         for start in range(0, len(labels), batch):
             y = labels[start : start + batch]
-            z = torch.randn(len(y), model.latent_dim, generator=gen)
-            out.append(model.decode(z.to(device), y.to(device)).cpu())
+            out.append(model.decode(draw(y).to(device), y.to(device)).cpu())
     return torch.cat(out), labels.clone()
+
+
+def _class_latent_sampler(
+    model: torch.nn.Module, source: Pair, gen: torch.Generator, *, batch: int
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A function of labels (B,) returning z (B, d): mu + std * e of a uniformly drawn
+    ``source`` record of each label's class (paper 003's class-specific latent sampling)."""
+    device = next(model.parameters()).device
+    x_src, y_src = source
+    model.eval()
+    with torch.inference_mode():
+        stats = [
+            model.encode(x_src[s : s + batch].to(device), y_src[s : s + batch].to(device))
+            for s in range(0, len(x_src), batch)
+        ]
+    mu = torch.cat([m for m, _ in stats]).cpu()
+    std = torch.exp(0.5 * torch.cat([lv for _, lv in stats])).cpu()
+    members = {int(c): torch.nonzero(y_src == c).flatten() for c in torch.unique(y_src)}
+
+    def draw(y: torch.Tensor) -> torch.Tensor:
+        missing = sorted({int(c) for c in y} - set(members))
+        if missing:
+            raise ValueError(f"class-latent generation: no training record of class(es) {missing}")
+        pick = torch.empty(len(y), dtype=torch.long)
+        for c, idx in members.items():
+            where = torch.nonzero(y == c).flatten()
+            pick[where] = idx[torch.randint(len(idx), (len(where),), generator=gen)]
+        return mu[pick] + std[pick] * torch.randn(len(y), mu.shape[1], generator=gen)
+
+    return draw
 
 
 def classifier_settings(cell: CellConfig, device: str, purpose: str) -> ClassifierSettings:
@@ -110,11 +182,14 @@ def classifier_accuracy(
     train: Pair, val: Pair, test: Pair, *, num_classes: int, settings: ClassifierSettings,
     ctx: Context, desc: str,
 ) -> float:
-    """Train the target classifier on ``train`` (early stop on ``val``); accuracy on real ``test``."""
-    channels = train[0].shape[1]
+    """Train the target classifier on ``train`` (early stop on ``val``); accuracy on real ``test``.
+
+    The classifier is the modality's (:func:`models.factory.model_family`): a small CNN for
+    images, HAR-CNN for series.
+    """
+    family = model_family(train[0].shape[1:], num_classes)
     model = train_classifier(
-        lambda: SmallCNN(channels=channels, num_classes=num_classes), train, val, settings,
-        progress=ctx.progress, desc=desc,
+        family.classifier, train, val, settings, progress=ctx.progress, desc=desc
     )
     return accuracy(model, test)
 
@@ -126,13 +201,10 @@ def run_cell(
     start = time.perf_counter()
     mech = get_mechanism(cell.mech)
     prepared = mech.prepare(cell, data, ctx)
-    channels, height, width = data.shape
+    family = model_family(data.shape, data.num_classes)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(cell.seed, Purpose.INIT) % 2**63)
-        model = ConditionalConvVAE(
-            channels=channels, height=height, width=width, num_classes=data.num_classes,
-            latent_dim=cell.profile.latent_dim,
-        ).to(ctx.device)
+        model = family.target_vae(latent_dim=cell.profile.latent_dim).to(ctx.device)
     history = mech.train(model, prepared, cell, ctx)
     model.eval()
     claim = mech.claim(cell, data, history)
@@ -140,7 +212,9 @@ def run_cell(
     loss_train = evaluate_vae_loss(model, data.train, beta=cell.profile.beta, seed=gap_seed)
     loss_test = evaluate_vae_loss(model, data.test, beta=cell.profile.beta, seed=gap_seed)
 
-    gen_x, gen_y = generate(model, data.train[1], seed=cell.seed)
+    gen_x, gen_y = generate(
+        model, data.train[1], seed=cell.seed, method=family.generation, source=prepared.train
+    )
     fit, hold = holdout_split(len(gen_x), fraction=GEN_HOLDOUT,
                               seed=derive_seed(cell.seed, Purpose.GENERATE, "holdout") % 2**32)
     acc = classifier_accuracy(
@@ -151,7 +225,7 @@ def run_cell(
 
     atk_data = attack_set(data, cell)
     attack = get_attack("reconstruction")(
-        n_samples=cell.profile.attack_samples, distances=tuple(Distance),
+        n_samples=cell.profile.attack_samples, distances=family.attack_distances(),
         seed=derive_seed(cell.seed, Purpose.ATTACK), device=ctx.device,
     )
     bar = ctx.progress(total=len(atk_data.is_member), desc="attack")
@@ -159,15 +233,16 @@ def run_cell(
     bar.close()
 
     wall = time.perf_counter() - start
+    notes = {**prepared.notes, **claim.extra, **GENERATION_NOTES.get(family.generation, {})}
     base = {
-        "dataset": cell.dataset, "mech": cell.mech.value, "param_name": mech.param_name,
+        "dataset": cell.dataset, "mech": cell.mech.value, "param_name": cell.param_name,
         "param_value": cell.param_value if cell.param_value is not None else math.nan,
         "seed": cell.seed, "profile": cell.option("profile_name", ""),
         "acc": acc, "acc_base": 1.0 / data.num_classes, "acc_real": acc_real,
         "train_test_gap": loss_test - loss_train,
         "epsilon": claim.epsilon, "delta": claim.delta, "epsilon_method": claim.method,
         "accountant": claim.accountant,
-        "privacy_notes": "; ".join(f"{k}={v}" for k, v in {**prepared.notes, **claim.extra}.items()),
+        "privacy_notes": "; ".join(f"{k}={v}" for k, v in notes.items()),
         "phi": math.nan, "epochs": cell.profile.epochs, "batch_size": cell.profile.batch_size,
         "lr": cell.profile.lr, "latent_dim": cell.profile.latent_dim,
         "n_train": len(data.train[0]), "n_attack": len(atk_data.is_member),

@@ -19,7 +19,7 @@ import torch
 
 from audit import io
 from audit.config import CellConfig, MechanismName, SweepConfig
-from audit.datasets import Dataset, load_dataset, stratified_split
+from audit.datasets import Dataset, dataset_modality, load_dataset, stratified_split
 from audit.mechanisms import CellData, Context, Mechanism, get_mechanism
 from audit.metrics import phi_score
 from audit.pipeline import cell_data, classifier_accuracy, classifier_settings, run_cell, save_outcome
@@ -103,7 +103,7 @@ def _grid(mech: Mechanism, config: SweepConfig, options: dict[str, Any]) -> list
     target = options.get("target_epsilon")
     if target is not None:
         return [("target_epsilon", float(target))]
-    values = config.grid or mech.default_grid
+    values = config.grid or mech.default_grid_for(dataset_modality(config.dataset))
     for value in values:
         mech.validate_value(value)
     return [(mech.param_name, value) for value in values]

@@ -1,10 +1,12 @@
 """The VAE-LDP perturbation model (Weggenmann et al., as used in paper 003, Section 2.3).
 
-A :class:`~models.vae.ConditionalConvVAE` whose encoder mean is bounded to ``[-3, 3]^d`` by
+A target architecture (:class:`~models.vae.ConditionalConvVAE` for images,
+:class:`~models.lstm_vae.LstmVAE` for series) whose encoder mean is bounded to ``[-3, 3]^d`` by
 ``3 * tanh`` and whose encoder standard deviation is floored at the noise bound sigma
-(``std = max(sigma, v)``). Releasing ``z = mu + sigma * e`` (e ~ N(0, I)) is then a Gaussian
-mechanism with L2 sensitivity ``2 * 3 * sqrt(d)`` and noise std sigma; decoding z is
-post-processing. See :mod:`audit.privacy.vae_ldp` for the epsilon.
+(``std = max(sigma, v)``); :class:`NoiseBound` adds that transform to either. Releasing
+``z = mu + sigma * e`` (e ~ N(0, I)) is then a Gaussian mechanism with L2 sensitivity
+``2 * 3 * sqrt(d)`` and noise std sigma; decoding z is post-processing.
+See :mod:`audit.privacy.vae_ldp` for the epsilon.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 
 from audit.config import parse_enum
 from audit.privacy.vae_ldp import MEAN_BOUND
+from models.lstm_vae import PAPER_HIDDEN, LstmVAE
 from models.vae import ConditionalConvVAE
 
 #: Raw log-variances are clipped to this range before the floor, so that v stays finite
@@ -45,44 +48,35 @@ def float_at_least(value: float, dtype: torch.dtype) -> torch.Tensor:
     return t
 
 
-class PerturbationVAE(ConditionalConvVAE):
-    """Paper 003's target architecture with a bounded mean and a floored std (VAE-LDP).
+def check_noise_bound(sigma: float, mean_bound: float) -> None:
+    """Both must be finite numbers > 0; the ValueError quotes the bad value."""
+    for name, value in (("sigma", sigma), ("mean_bound", mean_bound)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not (math.isfinite(value) and value > 0)
+        ):
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
-    Same layers and shapes as :class:`ConditionalConvVAE` (``encode``, ``decode``, ``forward``
-    keep their signatures, so :func:`models.training.train_vae` trains it with the usual VAE
-    objective); only the encoder's outputs are transformed:
-    ``mu = mean_bound * tanh(raw_mu)`` and ``std = max(sigma, exp(raw_logvar / 2))``.
+
+class NoiseBound:
+    """VAE-LDP's encoder transform, mixed in before a VAE class (``class P(NoiseBound, VAE)``).
+
+    The VAE's ``encode`` gives raw outputs; here ``mu = mean_bound * tanh(raw_mu)`` and
+    ``std = max(sigma, exp(raw_logvar / 2))``. ``encode``, ``decode`` and ``forward`` keep their
+    signatures, so :func:`models.training.train_vae` trains the model with its usual objective.
+    The host class provides ``encode``, ``decode``, ``latent_dim`` and ``record_shape``; its
+    ``__init__`` calls :meth:`_set_noise_bound` after ``nn.Module.__init__``.
 
     Notes:
         Non-finite raw outputs (e.g. from huge inputs) are mapped to finite numbers first
         (NaN -> 0, +-inf -> +-max), so the bound and the floor hold for every input.
     """
 
-    def __init__(
-        self,
-        *,
-        channels: int,
-        height: int,
-        width: int,
-        num_classes: int,
-        sigma: float,
-        latent_dim: int = 100,
-        mean_bound: float = MEAN_BOUND,
-    ) -> None:
-        for name, value in (("sigma", sigma), ("mean_bound", mean_bound)):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (math.isfinite(value) and value > 0)
-            ):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        super().__init__(
-            channels=channels,
-            height=height,
-            width=width,
-            num_classes=num_classes,
-            latent_dim=latent_dim,
-        )
+    sigma: float
+    mean_bound: float
+
+    def _set_noise_bound(self, sigma: float, mean_bound: float) -> None:
         self.sigma = float(sigma)
         self.mean_bound = float(mean_bound)
 
@@ -92,7 +86,7 @@ class PerturbationVAE(ConditionalConvVAE):
 
     def encode_std(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(mu, std) of q(z | x, y), each (B, latent_dim): |mu| <= mean_bound, std >= sigma."""
-        raw_mu, raw_logvar = super().encode(x, y)
+        raw_mu, raw_logvar = super().encode(x, y)  # type: ignore[misc]
         mu = self.mean_bound * torch.tanh(torch.nan_to_num(raw_mu, nan=0.0))
         v = torch.exp(0.5 * torch.nan_to_num(raw_logvar, nan=0.0).clamp(*RAW_LOGVAR_RANGE))
         std = torch.maximum(v, self.sigma_floor(v.dtype, v.device))
@@ -106,10 +100,10 @@ class PerturbationVAE(ConditionalConvVAE):
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One reparameterised pass with ``z = mu + std * noise``; as the parent's forward."""
+        """One reparameterised pass with ``z = mu + std * noise``; as the host's forward."""
         mu, std = self.encode_std(x, y)
         z = mu + std * noise
-        return self.decode(z, y), mu, 2.0 * torch.log(std), z
+        return self.decode(z, y), mu, 2.0 * torch.log(std), z  # type: ignore[attr-defined]
 
     def perturb(
         self,
@@ -120,7 +114,8 @@ class PerturbationVAE(ConditionalConvVAE):
         noise: ReleaseNoise = ReleaseNoise.SIGMA,
         batch_size: int = 512,
     ) -> torch.Tensor:
-        """One stochastic reconstruction per record: the perturbed images (B, C, H, W) in [0, 1].
+        """One stochastic reconstruction per record: perturbed records (B, *record_shape) in the
+        decoder's range ([0, 1] for images, (-1, 1) for series).
 
         ``z = mu(x, y) + s * e`` with e ~ N(0, I) and s = sigma or the floored encoder std
         (``noise``). ``generator`` is the only source of randomness; all records' draws are made
@@ -131,8 +126,8 @@ class PerturbationVAE(ConditionalConvVAE):
             Labels are used as given (they condition encoder and decoder) and are not perturbed.
         """
         noise = parse_enum(ReleaseNoise, noise, "release noise")
-        expected = (self.channels, self.height, self.width)
-        if x.dim() != 4 or tuple(x.shape[1:]) != expected or y.shape != (len(x),):
+        expected = tuple(self.record_shape)  # type: ignore[attr-defined]
+        if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected or y.shape != (len(x),):
             raise ValueError(
                 f"perturb expects x of shape (B, {', '.join(map(str, expected))}) and y of shape "
                 f"(B,), got x {tuple(x.shape)} and y {tuple(y.shape)}"
@@ -141,10 +136,11 @@ class PerturbationVAE(ConditionalConvVAE):
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
         if len(x) == 0:
             return torch.empty_like(x, device="cpu")
-        device = next(self.parameters()).device
-        e_all = torch.randn(len(x), self.latent_dim, generator=generator, device=generator.device)
-        was_training = self.training
-        self.eval()
+        device = next(self.parameters()).device  # type: ignore[attr-defined]
+        latent_dim = self.latent_dim  # type: ignore[attr-defined]
+        e_all = torch.randn(len(x), latent_dim, generator=generator, device=generator.device)
+        was_training = self.training  # type: ignore[attr-defined]
+        self.eval()  # type: ignore[attr-defined]
         out = []
         with torch.inference_mode():
             for start in range(0, len(x), batch_size):
@@ -153,6 +149,66 @@ class PerturbationVAE(ConditionalConvVAE):
                 mu, std = self.encode_std(xb, yb)
                 scale = std if noise is ReleaseNoise.ENCODER else self.sigma_floor(mu.dtype, device)
                 z = mu + scale * e_all[sl].to(device=device, dtype=mu.dtype)
-                out.append(self.decode(z, yb).to("cpu", x.dtype))
-        self.train(was_training)
+                out.append(self.decode(z, yb).to("cpu", x.dtype))  # type: ignore[attr-defined]
+        self.train(was_training)  # type: ignore[attr-defined]
         return torch.cat(out)
+
+
+class PerturbationVAE(NoiseBound, ConditionalConvVAE):
+    """Paper 003's image target architecture with a bounded mean and a floored std (VAE-LDP).
+
+    Same layers and shapes as :class:`ConditionalConvVAE`; see :class:`NoiseBound`.
+    """
+
+    def __init__(
+        self,
+        *,
+        channels: int,
+        height: int,
+        width: int,
+        num_classes: int,
+        sigma: float,
+        latent_dim: int = 100,
+        mean_bound: float = MEAN_BOUND,
+    ) -> None:
+        check_noise_bound(sigma, mean_bound)
+        super().__init__(
+            channels=channels,
+            height=height,
+            width=width,
+            num_classes=num_classes,
+            latent_dim=latent_dim,
+        )
+        self._set_noise_bound(sigma, mean_bound)
+
+    @property
+    def record_shape(self) -> tuple[int, int, int]:
+        """(C, H, W) of one record."""
+        return self.channels, self.height, self.width
+
+
+class PerturbationLstmVAE(NoiseBound, LstmVAE):
+    """Paper 003's series target architecture (multitask LSTM VAE) with a bounded mean and a
+    floored std (VAE-LDP); trained with the LSTM VAE's own multitask loss. See :class:`NoiseBound`.
+    """
+
+    def __init__(
+        self,
+        *,
+        length: int,
+        features: int,
+        num_classes: int,
+        sigma: float,
+        latent_dim: int = 100,
+        hidden: int = PAPER_HIDDEN,
+        mean_bound: float = MEAN_BOUND,
+    ) -> None:
+        check_noise_bound(sigma, mean_bound)
+        super().__init__(
+            length=length,
+            features=features,
+            num_classes=num_classes,
+            latent_dim=latent_dim,
+            hidden=hidden,
+        )
+        self._set_noise_bound(sigma, mean_bound)

@@ -7,6 +7,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -40,10 +41,26 @@ class TrainHistory:
     extra: dict[str, float | str] = field(default_factory=dict)
 
 
+@runtime_checkable
+class OwnObjective(Protocol):
+    """A VAE that defines its own per-example training loss (e.g. ``models.lstm_vae.LstmVAE``)."""
+
+    def per_example_loss(
+        self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, *, beta: float
+    ) -> torch.Tensor: ...
+
+
 def vae_per_example_loss(
     model: nn.Module, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, *, beta: float
 ) -> torch.Tensor:
-    """Negative ELBO per example (B,): summed squared error + beta * KL (paper 003's objective)."""
+    """The training objective per example (B,) of ``model``.
+
+    A model with its own ``per_example_loss`` (:class:`OwnObjective`) computes it; otherwise the
+    conv VAE's negative ELBO: per-pixel binary cross-entropy summed over the image + beta * KL
+    (:func:`models.vae.vae_loss_terms`).
+    """
+    if isinstance(model, OwnObjective):
+        return model.per_example_loss(x, y, noise, beta=beta)
     recon, mu, logvar, _ = model(x, y, noise)
     rec, kl = vae_loss_terms(x, recon, mu, logvar)
     return rec + beta * kl

@@ -5,7 +5,7 @@ from __future__ import annotations
 from audit.config import MechanismName, parse_enum
 from audit.mechanisms.base import CellData, Context, Mechanism, Prepared
 from audit.mechanisms.cdp import CentralDP
-from audit.mechanisms.ldp import Pixelization
+from audit.mechanisms.ldp import LocalDP
 from audit.mechanisms.none import NoPrivacy
 from audit.mechanisms.termwise import TermwiseDP
 from audit.mechanisms.vae_ldp import VaeLdp
@@ -33,7 +33,7 @@ def available_mechanisms() -> list[MechanismName]:
 register(NoPrivacy())
 register(CentralDP())
 register(TermwiseDP())
-register(Pixelization())
+register(LocalDP())
 register(VaeLdp())
 
 __all__ = ["CellData", "Context", "Mechanism", "Prepared", "available_mechanisms", "get_mechanism",

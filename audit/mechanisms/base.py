@@ -68,6 +68,10 @@ class Mechanism(ABC):
                 f"{self.name.value}: {self.param_name} must be a positive finite number, got {value!r}"
             )
 
+    def default_grid_for(self, modality: str) -> tuple[float, ...]:
+        """The default grid for records of ``modality`` (the same for every modality by default)."""
+        return self.default_grid
+
     def validate_options(self, options: Mapping[str, Any], *, batch_size: int) -> None:
         """Check the mechanism's options before any cell runs (the default accepts all)."""
 

@@ -1,4 +1,5 @@
-"""Local DP for images: Fan's DP image pixelization applied to the records (paper 003, LDP).
+"""Local DP applied to the records (paper 003, LDP): Fan's DP image pixelization for images, the
+Laplace mechanism per measurement for sensor series.
 
 Settings (paper 003, Section 3): LDP-Full (the paper's) perturbs all data the target VAE sees,
 here D_train and D_val; LDP-Train perturbs D_train only. In both, the target classifier is
@@ -12,8 +13,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from audit.config import CellConfig, MechanismName, parse_enum
+from audit.datasets import Modality, record_modality
 from audit.mechanisms.base import CellData, Context, Mechanism, Prepared
 from audit.privacy.claim import PrivacyClaim
+from audit.privacy.laplace import laplace_claim, laplace_perturb_series
 from audit.privacy.pixelization import pixelization_claim, pixelize, valid_cell_sizes
 from audit.seeding import Purpose, torch_generator
 from models.training import Pair, TrainHistory
@@ -33,6 +36,21 @@ class PixelizationOptions:
     setting: LdpSetting
     cell: int
     neighborhood: int
+
+
+#: eps_i grids: paper 003's for images (Fan's pixelization, LFW) and for series (MotionSense).
+DEFAULT_GRIDS: dict[Modality, tuple[float, ...]] = {
+    Modality.IMAGE: (10000.0, 5000.0, 1000.0, 500.0, 100.0),
+    Modality.SERIES: (10.0, 1.0, 0.5, 0.1, 0.01),
+}
+#: The domain of a series value: the scale the pipeline gives series (D_train's per-sensor
+#: min/max mapped to [-1, 1]), so each sensor's sensitivity is 2 there.
+SERIES_BOUNDS = (-1.0, 1.0)
+IMAGE_OPTIONS = ("pixel_cell", "neighborhood")
+
+
+def ldp_setting(cell: CellConfig) -> LdpSetting:
+    return parse_enum(LdpSetting, cell.option("ldp_setting", LdpSetting.FULL.value), "ldp setting")
 
 
 def default_neighborhood(height: int, width: int) -> int:
@@ -56,9 +74,7 @@ def pixelization_options(cell: CellConfig, shape: tuple[int, ...]) -> Pixelizati
             f"ldp: pixelization needs image records (C, H, W), got record shape {tuple(shape)}"
         )
     _, height, width = shape
-    setting = parse_enum(
-        LdpSetting, cell.option("ldp_setting", LdpSetting.FULL.value), "ldp setting"
-    )
+    setting = ldp_setting(cell)
     b = _int_option("pixel cell b", cell.option("pixel_cell", 1))
     if height % b or width % b:
         valid = ", ".join(map(str, valid_cell_sizes(height, width)))
@@ -76,21 +92,44 @@ def pixelization_options(cell: CellConfig, shape: tuple[int, ...]) -> Pixelizati
     return PixelizationOptions(setting=setting, cell=b, neighborhood=m)
 
 
-class Pixelization(Mechanism):
-    """``ldp``: each record replaced by its DP pixelization (Fan 2018) before training.
+def check_series_options(cell: CellConfig) -> None:
+    """Refuse image-only options on a series cell; the ValueError names them."""
+    given = [name for name in IMAGE_OPTIONS if cell.option(name) is not None]
+    if given:
+        raise ValueError(
+            f"ldp: {', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to images only; "
+            "series get the Laplace mechanism per measurement (drop the option)"
+        )
+
+
+class LocalDP(Mechanism):
+    """``ldp``: each record replaced by a locally private version before training.
+
+    Images: DP pixelization (Fan 2018; :func:`pixelization_options`). Series (B, T, F) in the
+    pipeline's [-1, 1] scale: the Laplace mechanism per measurement with sensitivity 2 per sensor
+    (the range of :data:`SERIES_BOUNDS`; values outside, which only non-D_train records can have,
+    are clipped to it first), i.e. Laplace(2 / eps_i) noise, clipped back to [-1, 1].
 
     Notes:
-        Per-record epsilon is channels * eps_i under Fan's m-neighbourhood (images differing in
-        up to m pixels), delta = 0; D_val in LDP-Train and D_test are not perturbed. Labels are
-        released as they are.
+        Images: per-record epsilon is channels * eps_i under Fan's m-neighbourhood. Series:
+        eps_i per measurement, T * F * eps_i per record (sequential composition). delta = 0;
+        D_val in LDP-Train and D_test are not perturbed; labels are released as they are. For a
+        series the scale's statistics (D_train's per-sensor min and max) are computed from the
+        private data outside this accounting, as paper 003 takes the sensors' observed ranges.
     """
 
     name = MechanismName.LDP
     param_name = "eps_i"
-    default_grid = (10000.0, 5000.0, 1000.0, 500.0, 100.0)
+    default_grid = DEFAULT_GRIDS[Modality.IMAGE]
     option_names = ("pixel_cell", "neighborhood", "ldp_setting")
 
+    def default_grid_for(self, modality: Modality) -> tuple[float, ...]:
+        """Paper 003's eps_i grid for records of ``modality``."""
+        return DEFAULT_GRIDS[Modality(modality)]
+
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
+        if record_modality(data.shape) is Modality.SERIES:
+            return self._prepare_series(cell, data)
         opts = pixelization_options(cell, data.shape)
         self.validate_value(cell.param_value)
 
@@ -117,7 +156,43 @@ class Pixelization(Mechanism):
         }
         return Prepared(train=train, val=val, notes=notes)
 
+    def _prepare_series(self, cell: CellConfig, data: CellData) -> Prepared:
+        check_series_options(cell)
+        setting = ldp_setting(cell)
+        self.validate_value(cell.param_value)
+
+        def perturb(split: str, pair: Pair) -> Pair:
+            generator = torch_generator(cell.seed, Purpose.PERTURB, split)
+            x = pair[0].cpu().clamp(*SERIES_BOUNDS)
+            noisy = laplace_perturb_series(
+                x, eps_i=cell.param_value, generator=generator, bounds=SERIES_BOUNDS
+            )
+            return noisy, pair[1]
+
+        full = setting is LdpSetting.FULL
+        train = perturb("train", data.train)
+        val = perturb("val", data.val) if full else data.val
+        clipped = int((data.val[0].abs() > 1).sum()) if full else 0
+        notes: dict[str, float | str] = {
+            "ldp_setting": setting.value,
+            "laplace_bounds": "[-1, 1] per sensor, the series scale (for data in sensor "
+            "units: D_train's per-sensor min and max, computed outside the accounting)",
+            "sensitivity_per_sensor": SERIES_BOUNDS[1] - SERIES_BOUNDS[0],
+            "clipped_before_noise": clipped,
+            "perturbed": "D_train and D_val" if full else "D_train only",
+            "unperturbed": "D_test (classifier scoring) and the attack records",
+        }
+        return Prepared(train=train, val=val, notes=notes)
+
     def claim(self, cell: CellConfig, data: CellData, history: TrainHistory) -> PrivacyClaim:
+        if record_modality(data.shape) is Modality.SERIES:
+            length, features = data.shape
+            return laplace_claim(
+                eps_i=cell.param_value,
+                window_length=length,
+                n_features=features,
+                n_records=data.n_total,
+            )
         opts = pixelization_options(cell, data.shape)
         return pixelization_claim(
             eps_i=cell.param_value,
@@ -125,3 +200,6 @@ class Pixelization(Mechanism):
             n_records=data.n_total,
             neighborhood=opts.neighborhood,
         )
+
+
+#: The name ``audit.mechanisms`` registers; it now covers series too (see :class:`LocalDP`).

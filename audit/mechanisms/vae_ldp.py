@@ -24,7 +24,8 @@ from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, vae_se
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.vae_ldp import vae_ldp_claim
 from audit.seeding import Purpose, derive_seed, torch_generator
-from models.perturbation import PerturbationVAE, ReleaseNoise
+from models.factory import model_family
+from models.perturbation import NoiseBound, ReleaseNoise
 from models.training import Pair, TrainHistory, train_vae
 
 log = logging.getLogger(__name__)
@@ -66,8 +67,9 @@ def _empty(pair: Pair) -> Pair:
 class VaeLdp(Mechanism):
     """``vae-ldp``: the target VAE trains on records perturbed by a perturbation VAE.
 
-    The perturbation model has the target's architecture and latent size d, trained with the
-    usual VAE objective for the cell's epochs, batch size and learning rate.
+    The perturbation model has the target's architecture and latent size d (the conv VAE for
+    images, the multitask LSTM VAE for series; :mod:`models.factory`), trained with the target's
+    objective for the cell's epochs, batch size and learning rate.
 
     Notes:
         epsilon = 2 * 3 * sqrt(d) * sqrt(2 ln(1.25 / delta)) / sigma with delta = 1/|D| (paper
@@ -108,18 +110,13 @@ class VaeLdp(Mechanism):
 
     def fit_perturbation_model(
         self, cell: CellConfig, data: CellData, fit: Pair, monitor: Pair, ctx: Context
-    ) -> tuple[PerturbationVAE, TrainHistory]:
+    ) -> tuple[NoiseBound, TrainHistory]:
         """A fresh perturbation VAE (seeded init) trained on ``fit``; ``monitor`` is only logged."""
-        channels, height, width = data.shape
+        family = model_family(data.shape, data.num_classes)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(cell.seed, Purpose.INIT, "perturbation") % 2**63)
-            model = PerturbationVAE(
-                channels=channels,
-                height=height,
-                width=width,
-                num_classes=data.num_classes,
-                latent_dim=cell.profile.latent_dim,
-                sigma=cell.param_value,
+            model = family.perturbation_vae(
+                latent_dim=cell.profile.latent_dim, sigma=cell.param_value
             ).to(ctx.device)
         settings = replace(
             vae_settings(cell, ctx), seed=derive_seed(cell.seed, Purpose.TRAIN, "perturbation")

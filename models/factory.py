@@ -1,0 +1,148 @@
+"""Which models a cell uses, chosen by the modality of its records (paper 003, Section 4).
+
+Images: the conditional conv VAE, its VAE-LDP variant, the small CNN classifier, generation from
+the prior, MSE and SSIM. Series: the multitask LSTM VAE, its VAE-LDP variant, HAR-CNN,
+class-specific latent sampling, MSE only.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import ClassVar
+
+from torch import nn
+
+from attacks import Distance
+from attacks.distances import get_distance
+from audit.datasets import Modality, record_modality
+from models.classifier import SmallCNN
+from models.har_cnn import HarCNN
+from models.lstm_vae import LstmVAE
+from models.perturbation import PerturbationLstmVAE, PerturbationVAE
+from models.vae import ConditionalConvVAE
+
+
+class Generation(str, Enum):
+    """How D_gen's latents are drawn for a label c.
+
+    PRIOR: z ~ N(0, I), decoded with c (the conditional conv VAE; paper 003, LFW).
+    CLASS_LATENT: z ~ q(z | x_j) for a training record x_j of class c drawn uniformly (paper
+    003, MotionSense: the multitask classifier clusters the latent space by class, so the prior
+    mixes classes).
+    """
+
+    PRIOR = "prior"
+    CLASS_LATENT = "class-latent"
+
+
+@dataclass(frozen=True)
+class ModelFamily(ABC):
+    """The models for records of ``record_shape`` with ``num_classes`` classes."""
+
+    modality: ClassVar[Modality]
+    generation: ClassVar[Generation]
+    distances: ClassVar[tuple[Distance, ...]]
+
+    record_shape: tuple[int, ...]
+    num_classes: int
+
+    @abstractmethod
+    def target_vae(self, *, latent_dim: int) -> nn.Module:
+        """A fresh target VAE (encode, decode, forward, latent_dim); initialised from torch's
+        default generator, which the caller seeds."""
+
+    @abstractmethod
+    def perturbation_vae(self, *, latent_dim: int, sigma: float) -> nn.Module:
+        """A fresh VAE-LDP perturbation model with the target's architecture."""
+
+    @abstractmethod
+    def classifier(self) -> nn.Module:
+        """A fresh target classifier: records (B, *record_shape) -> logits (B, num_classes)."""
+
+    def attack_distances(
+        self, requested: Sequence[Distance | str] | None = None
+    ) -> tuple[Distance, ...]:
+        """The attack's distances: ``requested`` (validated for this modality) or all that apply."""
+        if requested is None:
+            return self.distances
+        chosen = tuple(get_distance(d) for d in requested)
+        refused = [d.value for d in chosen if d not in self.distances]
+        if refused:
+            allowed = ", ".join(d.value for d in self.distances)
+            raise ValueError(
+                f"distance(s) {refused} do not apply to {self.modality.value} records; "
+                f"choose from: {allowed}"
+            )
+        return chosen
+
+
+@dataclass(frozen=True)
+class ImageModels(ModelFamily):
+    modality = Modality.IMAGE
+    generation = Generation.PRIOR
+    distances = (Distance.MSE, Distance.SSIM)
+
+    def target_vae(self, *, latent_dim: int) -> ConditionalConvVAE:
+        channels, height, width = self.record_shape
+        return ConditionalConvVAE(
+            channels=channels,
+            height=height,
+            width=width,
+            num_classes=self.num_classes,
+            latent_dim=latent_dim,
+        )
+
+    def perturbation_vae(self, *, latent_dim: int, sigma: float) -> PerturbationVAE:
+        channels, height, width = self.record_shape
+        return PerturbationVAE(
+            channels=channels,
+            height=height,
+            width=width,
+            num_classes=self.num_classes,
+            latent_dim=latent_dim,
+            sigma=sigma,
+        )
+
+    def classifier(self) -> SmallCNN:
+        return SmallCNN(channels=self.record_shape[0], num_classes=self.num_classes)
+
+
+@dataclass(frozen=True)
+class SeriesModels(ModelFamily):
+    modality = Modality.SERIES
+    generation = Generation.CLASS_LATENT
+    distances = (Distance.MSE,)
+
+    def target_vae(self, *, latent_dim: int) -> LstmVAE:
+        length, features = self.record_shape
+        return LstmVAE(
+            length=length, features=features, num_classes=self.num_classes, latent_dim=latent_dim
+        )
+
+    def perturbation_vae(self, *, latent_dim: int, sigma: float) -> PerturbationLstmVAE:
+        length, features = self.record_shape
+        return PerturbationLstmVAE(
+            length=length,
+            features=features,
+            num_classes=self.num_classes,
+            latent_dim=latent_dim,
+            sigma=sigma,
+        )
+
+    def classifier(self) -> HarCNN:
+        return HarCNN(features=self.record_shape[1], num_classes=self.num_classes)
+
+
+FAMILIES: dict[Modality, type[ModelFamily]] = {
+    Modality.IMAGE: ImageModels,
+    Modality.SERIES: SeriesModels,
+}
+
+
+def model_family(record_shape: Sequence[int], num_classes: int) -> ModelFamily:
+    """The model family for records of ``record_shape``: (C, H, W) images or (T, F) series."""
+    shape = tuple(int(s) for s in record_shape)
+    return FAMILIES[record_modality(shape)](record_shape=shape, num_classes=num_classes)

@@ -1,0 +1,192 @@
+"""Series datasets: MotionSense read from a fixture in its real layout, BasicMotions from an
+installed package, and the per-cell scaling to [-1, 1] fitted on D_train only."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from audit.basicmotions import packaged_files, read_ts
+from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
+from audit.datasets import (
+    Dataset,
+    DatasetUnavailable,
+    Modality,
+    dataset_modality,
+    load_dataset,
+    stratified_split,
+)
+from audit.motionsense import COLUMNS, FOLDER, load_motionsense
+from audit.pipeline import cell_data
+from audit.series import ChannelScaler, windows
+
+#: (activity_trial folder, activity frequency in Hz): real trial names of the archive.
+FIXTURE_TRIALS = {"dws_1": 0.8, "jog_9": 2.5, "sit_5": 0.1}
+FIXTURE_SUBJECTS = (1, 2, 3, 4)
+
+
+def fixture_rows(subject: int) -> int:
+    """Rows of subject n's recordings: 1500 + 137 n (3 windows of 500 each)."""
+    return 1500 + 137 * subject
+
+
+def build_motionsense_fixture(data_home: Path, *, seed: int = 0) -> Path:
+    """``DIR/A_DeviceMotion_data/<activity>_<trial>/sub_<n>.csv`` as in the real archive: an
+    unnamed index column, then the 12 device-motion columns at 50 Hz. Each activity has its own
+    frequency and amplitude, so that classes are learnable; returns DIR."""
+    rng = np.random.default_rng(seed)
+    for trial, freq in FIXTURE_TRIALS.items():
+        folder = data_home / FOLDER / trial
+        folder.mkdir(parents=True)
+        for subject in FIXTURE_SUBJECTS:
+            n = fixture_rows(subject)
+            t = np.arange(n)[:, None] / 50.0
+            phase = rng.uniform(0, 2 * np.pi, size=len(COLUMNS))
+            values = freq * np.sin(2 * np.pi * freq * t + phase) + rng.normal(0, 0.05, (n, 12))
+            pd.DataFrame(values, columns=list(COLUMNS)).to_csv(folder / f"sub_{subject}.csv")
+    return data_home
+
+
+@pytest.fixture
+def motionsense_home(tmp_path: Path) -> Path:
+    return build_motionsense_fixture(tmp_path / "data")
+
+
+def test_loader_reads_the_real_layout(motionsense_home):
+    data = load_dataset("motionsense", data_home=motionsense_home)
+    per_file = [fixture_rows(s) // 500 for s in FIXTURE_SUBJECTS]
+    assert data.x.shape == (len(FIXTURE_TRIALS) * sum(per_file), 500, 12)
+    assert data.x.dtype == np.float32 and data.modality is Modality.SERIES
+    assert data.class_names == ("dws", "jog", "sit")  # MotionSense's label order
+    assert np.bincount(data.y).tolist() == [sum(per_file)] * 3
+    assert data.split_fractions == (0.1, 0.1, 0.8) and data.scale_on_train
+
+
+def test_windows_are_consecutive_rows_labelled_by_activity(motionsense_home):
+    data = load_motionsense(motionsense_home / FOLDER, stride=250)  # DIR itself works too
+    csv = pd.read_csv(motionsense_home / FOLDER / "dws_1" / "sub_1.csv")
+    rows = csv[list(COLUMNS)].to_numpy(np.float32)
+    assert "Unnamed: 0" in csv.columns  # the index column is there and ignored
+    k = 1 + (len(rows) - 500) // 250
+    np.testing.assert_array_equal(data.x[:k], windows(rows, length=500, stride=250))
+    np.testing.assert_array_equal(data.x[1, :250], rows[250:500])
+    assert (data.y[:k] == 0).all()
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(0, 40), features=st.integers(1, 3), length=st.integers(1, 12),
+       stride=st.integers(1, 12))  # fmt: skip
+def test_windows_equal_a_naive_loop(n, features, length, stride):
+    rows = np.arange(n * features, dtype=np.float32).reshape(n, features)
+    naive = [rows[s : s + length] for s in range(0, n - length + 1, stride)]
+    got = windows(rows, length=length, stride=stride)
+    assert got.shape == (len(naive), length, features)
+    for window, expected in zip(got, naive, strict=True):
+        np.testing.assert_array_equal(window, expected)
+
+
+def test_missing_data_is_one_line_naming_data_home(tmp_path):
+    for home in (None, tmp_path):
+        with pytest.raises(DatasetUnavailable, match="--data-home") as info:
+            load_dataset("motionsense", data_home=home)
+        assert "\n" not in str(info.value) and "not downloaded" in str(info.value)
+
+
+def test_missing_column_is_refused(motionsense_home):
+    path = motionsense_home / FOLDER / "jog_9" / "sub_2.csv"
+    pd.read_csv(path, index_col=0).drop(columns=["gravity.y"]).to_csv(path)
+    with pytest.raises(DatasetUnavailable, match=r"lacks column\(s\) \['gravity.y'\]"):
+        load_dataset("motionsense", data_home=motionsense_home)
+
+
+def _cell(max_train: int | None = None) -> CellConfig:
+    profile = replace(PROFILES[ProfileName.QUICK], max_train=max_train)
+    return CellConfig("motionsense", MechanismName.NONE, "none", None, 0, profile)
+
+
+def test_scaling_uses_d_train_only(motionsense_home):
+    data = load_dataset("motionsense", data_home=motionsense_home)
+    split = stratified_split(data.y, fractions=data.split_fractions, seed=0)
+    cell = cell_data(data, split, _cell())
+    train, test = cell.train[0].numpy(), cell.test[0].numpy()
+    assert train.min() == -1 and train.max() == 1
+    assert (train.min(axis=(0, 1)) == -1).all() and (train.max(axis=(0, 1)) == 1).all()
+    assert test.min() < -1 or test.max() > 1  # D_test is scaled, not clipped
+    expected = ChannelScaler.fit(data.x[split.train]).transform(data.x[split.test])
+    np.testing.assert_array_equal(test, expected)
+    wild = replace(data, x=data.x.copy())  # move D_test far away: D_train's scale stays
+    wild.x[split.test] *= 100
+    again = cell_data(wild, split, _cell())
+    np.testing.assert_array_equal(again.train[0].numpy(), train)
+
+
+def test_scaling_follows_the_capped_d_train(motionsense_home):
+    data = load_dataset("motionsense", data_home=motionsense_home)
+    split = stratified_split(data.y, fractions=(0.5, 0.2, 0.3), seed=0)
+    cell = cell_data(data, split, _cell(max_train=6))
+    train = cell.train[0].numpy()
+    assert len(train) == 6
+    assert (train.min(axis=(0, 1)) == -1).all() and (train.max(axis=(0, 1)) == 1).all()
+
+
+def test_scaler_maps_constant_channels_to_zero():
+    x = np.stack([np.linspace(-3, 5, 10), np.full(10, 7.0)], axis=1)[None].astype(np.float32)
+    out = ChannelScaler.fit(x).transform(x)
+    assert out[0, 0, 0] == -1 and out[0, -1, 0] == 1 and (out[..., 1] == 0).all()
+
+
+def test_series_dataset_validation():
+    y = np.zeros(2, dtype=np.int64)
+    ok = Dataset("s", np.zeros((2, 5, 3), np.float32), y, ("a",), modality="series")
+    assert ok.modality is Modality.SERIES and ok.shape == (5, 3)
+    with pytest.raises(DatasetUnavailable, match=r"must lie in \[-1, 1\]"):
+        Dataset("s", np.full((2, 5, 3), 2.0, np.float32), y, ("a",), modality="series")
+    raw = Dataset("s", np.full((2, 5, 3), 2.0, np.float32), y, ("a",), modality="series",
+                  scale_on_train=True)  # fmt: skip
+    assert raw.scale_on_train
+    with pytest.raises(DatasetUnavailable, match="unknown modality 'audio'; choose one of: image"):
+        Dataset("s", np.zeros((2, 5, 3), np.float32), y, ("a",), modality="audio")
+    with pytest.raises(DatasetUnavailable, match=r"series must be \(N, T, F\)"):
+        Dataset("s", np.zeros((2, 1, 5, 3), np.float32), y, ("a",), modality="series")
+
+
+def test_modality_is_known_without_loading():
+    assert dataset_modality("motionsense") is Modality.SERIES
+    assert dataset_modality("basicmotions") is Modality.SERIES
+    assert dataset_modality("digits") is Modality.IMAGE
+
+
+def test_ts_reader(tmp_path):
+    path = tmp_path / "tiny.ts"
+    path.write_text(
+        "#comment\n@problemName tiny\n@classLabel true Up Down\n@data\n"
+        "1,2,3:4,5,6:Down\n0.5,0,-1:1,1,1:Up\n"
+    )
+    x, labels, classes = read_ts(path)
+    assert classes == ("Up", "Down") and labels == ["Down", "Up"]
+    np.testing.assert_array_equal(x[0], [[1, 4], [2, 5], [3, 6]])  # (T, F)
+
+
+def _basicmotions_installed() -> bool:
+    try:
+        packaged_files()
+    except DatasetUnavailable:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _basicmotions_installed(), reason="neither sktime nor aeon is installed")
+def test_basicmotions_from_package_data():
+    import sys
+
+    data = load_dataset("basicmotions")
+    assert data.x.shape == (80, 100, 6) and data.modality is Modality.SERIES
+    assert data.class_names == ("Standing", "Running", "Walking", "Badminton")
+    assert np.bincount(data.y).tolist() == [20] * 4
+    assert "sktime" not in sys.modules and "aeon" not in sys.modules
