@@ -50,31 +50,63 @@ def build_run_parser() -> argparse.ArgumentParser:
         f"Other commands: {', '.join(SUBCOMMANDS)} (run 'benchmark.py COMMAND --help').",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--dataset", default="lfw-subset",
-                   help=f"dataset: {', '.join(dataset_names())} (PATH: an .npz with X and y)")
-    p.add_argument("--mech", nargs="+", default=["none"], metavar="MECH",
-                   help="mechanism(s): " + ", ".join(m.value for m in MechanismName)
-                   + ", or 'all'; the non-private baseline (none) always runs too, for phi")
-    p.add_argument("--profile", default=ProfileName.STANDARD.value,
-                   choices=[x.value for x in ProfileName],
-                   help="quick: CI scale (minutes); standard: a full grid on an embedded dataset "
-                   "within the hour on 2 cores; paper: paper 003's scale (GPU)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="output directory (default results/DATASET-PROFILE)")
+    p.add_argument(
+        "--dataset",
+        default="lfw-subset",
+        help=f"dataset: {', '.join(dataset_names())} (PATH: an .npz with X and y)",
+    )
+    p.add_argument(
+        "--mech",
+        nargs="+",
+        default=["none"],
+        metavar="MECH",
+        help="mechanism(s): "
+        + ", ".join(m.value for m in MechanismName)
+        + ", or 'all'; the non-private baseline (none) always runs too, for phi",
+    )
+    p.add_argument(
+        "--profile",
+        default=ProfileName.STANDARD.value,
+        choices=[x.value for x in ProfileName],
+        help="quick: CI scale (minutes); standard: a full grid on an embedded dataset "
+        "within the hour on 2 cores; paper: paper 003's scale (GPU)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="output directory (default results/DATASET-PROFILE)"
+    )
     p.add_argument("--seeds", nargs="+", type=int, default=[0], help="root seeds, one run each")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--data-home", type=Path, default=None,
-                   help="where downloadable datasets (LFW) live or are downloaded to")
-    p.add_argument("--grid", nargs="+", type=float, default=None,
-                   help="parameter values replacing the mechanism's default grid "
-                   "(noise multipliers z for cdp, eps_i for ldp, sigma for vae-ldp)")
+    p.add_argument(
+        "--data-home",
+        type=Path,
+        default=None,
+        help="where downloadable datasets (LFW) live or are downloaded to",
+    )
+    p.add_argument(
+        "--grid",
+        nargs="+",
+        type=float,
+        default=None,
+        help="parameter values replacing the mechanism's default grid "
+        "(noise multipliers z for cdp, eps_i for ldp, sigma for vae-ldp)",
+    )
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--resume", dest="overwrite", action="store_false", default=False,
-                   help="reuse finished cells (the default)")
-    g.add_argument("--overwrite", dest="overwrite", action="store_true",
-                   help="recompute every cell even if it finished before")
-    p.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="hide progress bars")
+    g.add_argument(
+        "--resume",
+        dest="overwrite",
+        action="store_false",
+        default=False,
+        help="reuse finished cells (the default)",
+    )
+    g.add_argument(
+        "--overwrite",
+        dest="overwrite",
+        action="store_true",
+        help="recompute every cell even if it finished before",
+    )
+    p.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="hide progress bars"
+    )
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv)")
 
     prof = p.add_argument_group("profile overrides (defaults come from --profile)")
@@ -84,60 +116,129 @@ def build_run_parser() -> argparse.ArgumentParser:
     prof.add_argument("--lr", type=float, help=f"VAE Adam learning rate (standard: {std.lr})")
     prof.add_argument("--latent-dim", type=int, help=f"latent size d (standard: {std.latent_dim})")
     prof.add_argument("--beta", type=float, help=f"KL weight (standard: {std.beta})")
-    prof.add_argument("--attack-samples", type=int,
-                      help=f"reconstructions N per attacked record (paper 300; standard: "
-                      f"{std.attack_samples})")
-    prof.add_argument("--attack-records", type=_positive_int_or_all, default=argparse.SUPPRESS,
-                      help="size of D_atk, half members half non-members, or 'all' "
-                      "(paper 2000; capped by |D_train| and |D_test|)")
+    prof.add_argument(
+        "--attack-samples",
+        type=int,
+        help=f"reconstructions N per attacked record (paper 300; standard: {std.attack_samples})",
+    )
+    prof.add_argument(
+        "--attack-records",
+        type=_positive_int_or_all,
+        default=argparse.SUPPRESS,
+        help="size of D_atk, half members half non-members, or 'all' "
+        "(paper 2000; capped by |D_train| and |D_test|)",
+    )
     prof.add_argument("--classifier-epochs", type=int, help="target classifier max epochs")
     prof.add_argument("--classifier-patience", type=int, help="early-stopping patience")
-    prof.add_argument("--max-train", type=_positive_int_or_all, default=argparse.SUPPRESS,
-                      help="cap on |D_train| (stratified subset), or 'all' "
-                      f"(standard: {std.max_train})")
+    prof.add_argument(
+        "--max-train",
+        type=_positive_int_or_all,
+        default=argparse.SUPPRESS,
+        help=f"cap on |D_train| (stratified subset), or 'all' (standard: {std.max_train})",
+    )
 
     mech = p.add_argument_group("mechanism options")
-    mech.add_argument("--clip-norm", default=None,
-                      help="cdp: per-example clip norm C, a number or 'median' (paper 003's heuristic)")
-    mech.add_argument("--clip-norm-2", type=float, default=None,
-                      help="cdp-termwise: clip norm C2 of the batch-wise divergence term")
-    mech.add_argument("--target-epsilon", type=float, default=None,
-                      help="cdp: pick the noise multiplier that gives this epsilon (replaces the grid)")
+    mech.add_argument(
+        "--clip-norm",
+        default=None,
+        help="cdp: per-example clip norm C, a number or 'median' (paper 003's heuristic)",
+    )
+    mech.add_argument(
+        "--clip-norm-2",
+        type=float,
+        default=None,
+        help="cdp-termwise: clip norm C2 of the batch-wise divergence term",
+    )
+    mech.add_argument(
+        "--target-epsilon",
+        type=float,
+        default=None,
+        help="cdp: pick the noise multiplier that gives this epsilon (replaces the grid)",
+    )
     mech.add_argument("--delta", type=float, default=None, help="cdp: delta (default 1/N_train)")
-    mech.add_argument("--conversion", default=None,
-                      help="cdp: RDP-to-DP conversion, improved (Opacus) or classic (paper 003)")
-    mech.add_argument("--divergence", default=None,
-                      help="cdp-termwise: batch-wise divergence, mmd (Cauchy kernel) or sparse")
-    mech.add_argument("--alpha", type=float, default=None,
-                      help="cdp-termwise: weight of the batch-wise divergence")
-    mech.add_argument("--partitions", type=int, default=None,
-                      help="cdp-termwise: number b of disjoint batch partitions")
-    mech.add_argument("--termwise-accounting", default=None,
-                      help="cdp-termwise: composed (two releases) or stacked (one, s/sqrt 2)")
+    mech.add_argument(
+        "--conversion",
+        default=None,
+        help="cdp: RDP-to-DP conversion, improved (Opacus) or classic (paper 003)",
+    )
+    mech.add_argument(
+        "--divergence",
+        default=None,
+        help="cdp-termwise: batch-wise divergence, mmd (Cauchy kernel) or sparse",
+    )
+    mech.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="cdp-termwise: weight of the batch-wise divergence",
+    )
+    mech.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="cdp-termwise: number b of disjoint batch partitions",
+    )
+    mech.add_argument(
+        "--termwise-accounting",
+        default=None,
+        help="cdp-termwise: composed (two releases) or stacked (one, s/sqrt 2)",
+    )
     mech.add_argument("--pixel-cell", type=int, default=None, help="ldp: pixelization cell b")
-    mech.add_argument("--neighborhood", type=int, default=None,
-                      help="ldp: neighbourhood m in pixels (default sqrt(H*W))")
-    mech.add_argument("--ldp-setting", default=None,
-                      help="ldp: full (perturb all of D, the paper's) or train (only D_train)")
-    mech.add_argument("--perturbation-data", default=None,
-                      help="vae-ldp: data the perturbation VAE is trained on")
+    mech.add_argument(
+        "--neighborhood",
+        type=int,
+        default=None,
+        help="ldp: neighbourhood m in pixels (default sqrt(H*W))",
+    )
+    mech.add_argument(
+        "--ldp-setting",
+        default=None,
+        help="ldp: full (perturb all of D, the paper's) or train (only D_train)",
+    )
+    mech.add_argument(
+        "--perturbation-data", default=None, help="vae-ldp: data the perturbation VAE is trained on"
+    )
     return p
 
 
 MECH_OPTION_NAMES = (
-    "clip_norm", "clip_norm_2", "target_epsilon", "delta", "conversion", "divergence", "alpha",
-    "partitions", "termwise_accounting", "pixel_cell", "neighborhood", "ldp_setting",
+    "clip_norm",
+    "clip_norm_2",
+    "target_epsilon",
+    "delta",
+    "conversion",
+    "divergence",
+    "alpha",
+    "partitions",
+    "termwise_accounting",
+    "pixel_cell",
+    "neighborhood",
+    "ldp_setting",
     "perturbation_data",
 )
 PROFILE_FIELDS = (
-    "epochs", "batch_size", "lr", "latent_dim", "beta", "attack_samples", "attack_records",
-    "classifier_epochs", "classifier_patience", "max_train",
+    "epochs",
+    "batch_size",
+    "lr",
+    "latent_dim",
+    "beta",
+    "attack_samples",
+    "attack_records",
+    "classifier_epochs",
+    "classifier_patience",
+    "max_train",
 )
 
 
 def config_from_args(args: argparse.Namespace):  # -> SweepConfig
-    from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig, override_profile
-    from audit.config import parse_enum
+    from audit.config import (
+        PROFILES,
+        MechanismName,
+        ProfileName,
+        SweepConfig,
+        override_profile,
+        parse_enum,
+    )
     from audit.mechanisms import available_mechanisms
 
     profile_name = ProfileName(args.profile)
@@ -153,13 +254,26 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         mechs = tuple(available_mechanisms())
     else:
         mechs = tuple(parse_enum(MechanismName, m, "mechanism") for m in args.mech)
-    options = tuple((k, getattr(args, k)) for k in MECH_OPTION_NAMES if getattr(args, k) is not None)
-    out = args.out or Path("results") / f"{args.dataset.replace(':', '_').replace('/', '_')}-{args.profile}"
+    options = tuple(
+        (k, getattr(args, k)) for k in MECH_OPTION_NAMES if getattr(args, k) is not None
+    )
+    out = (
+        args.out
+        or Path("results") / f"{args.dataset.replace(':', '_').replace('/', '_')}-{args.profile}"
+    )
     return SweepConfig(
-        dataset=args.dataset, mechs=mechs, profile_name=profile_name, profile=profile,
-        seeds=tuple(args.seeds), out=out, device=args.device, data_home=args.data_home,
-        grid=tuple(args.grid) if args.grid else None, overwrite=args.overwrite,
-        progress=args.progress, mech_options=options,
+        dataset=args.dataset,
+        mechs=mechs,
+        profile_name=profile_name,
+        profile=profile,
+        seeds=tuple(args.seeds),
+        out=out,
+        device=args.device,
+        data_home=args.data_home,
+        grid=tuple(args.grid) if args.grid else None,
+        overwrite=args.overwrite,
+        progress=args.progress,
+        mech_options=options,
     )
 
 
@@ -221,8 +335,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or a usage error already printed (2)
         return exc.code if isinstance(exc.code, int) else 2
     except KeyboardInterrupt:
-        print("interrupted; finished cells are kept, rerun the same command to resume",
-              file=sys.stderr)
+        print(
+            "interrupted; finished cells are kept, rerun the same command to resume",
+            file=sys.stderr,
+        )
         return 130
 
 

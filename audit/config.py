@@ -59,11 +59,19 @@ class Profile:
     max_train: int | None
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "latent_dim", "attack_samples", "classifier_epochs",
-                     "classifier_patience"):
+        for name in (
+            "epochs",
+            "batch_size",
+            "latent_dim",
+            "attack_samples",
+            "classifier_epochs",
+            "classifier_patience",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+                raise ValueError(
+                    f"{name.replace('_', '-')} must be a positive integer, got {value!r}"
+                )
         for name in ("attack_records", "max_train"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 2):
@@ -76,16 +84,40 @@ class Profile:
 
 PROFILES: dict[ProfileName, Profile] = {
     ProfileName.QUICK: Profile(
-        epochs=40, batch_size=16, lr=2e-3, latent_dim=16, beta=1.0, attack_samples=20,
-        attack_records=None, classifier_epochs=20, classifier_patience=5, max_train=50,
+        epochs=40,
+        batch_size=16,
+        lr=2e-3,
+        latent_dim=16,
+        beta=1.0,
+        attack_samples=20,
+        attack_records=None,
+        classifier_epochs=20,
+        classifier_patience=5,
+        max_train=50,
     ),
     ProfileName.STANDARD: Profile(
-        epochs=300, batch_size=16, lr=1e-3, latent_dim=100, beta=1.0, attack_samples=100,
-        attack_records=None, classifier_epochs=60, classifier_patience=8, max_train=50,
+        epochs=300,
+        batch_size=16,
+        lr=1e-3,
+        latent_dim=100,
+        beta=1.0,
+        attack_samples=100,
+        attack_records=None,
+        classifier_epochs=60,
+        classifier_patience=8,
+        max_train=50,
     ),
     ProfileName.PAPER: Profile(
-        epochs=1000, batch_size=32, lr=1e-3, latent_dim=100, beta=1.0, attack_samples=300,
-        attack_records=2000, classifier_epochs=100, classifier_patience=10, max_train=None,
+        epochs=1000,
+        batch_size=32,
+        lr=1e-3,
+        latent_dim=100,
+        beta=1.0,
+        attack_samples=300,
+        attack_records=2000,
+        classifier_epochs=100,
+        classifier_patience=10,
+        max_train=None,
     ),
 }
 

@@ -143,9 +143,7 @@ class Split:
         )
 
 
-def stratified_split(
-    y: np.ndarray, *, fractions: tuple[float, float, float], seed: int
-) -> Split:
+def stratified_split(y: np.ndarray, *, fractions: tuple[float, float, float], seed: int) -> Split:
     """Seeded stratified split into train/val/test with the given fractions (summing to 1)."""
     if len(fractions) != 3 or any(f <= 0 for f in fractions) or not math.isclose(sum(fractions), 1):
         raise ValueError(
@@ -230,14 +228,19 @@ def _lfw_top_identities(name: str, k: int, data_home: Path | None, side: int = 6
     chosen = {n.replace("_", " ") for n, _ in ranked[:k]}
     try:
         bunch = fetch_lfw_people(
-            data_home=data_home, min_faces_per_person=ranked[k - 1][1], color=True,
-            resize=1.0, download_if_missing=False,
+            data_home=data_home,
+            min_faces_per_person=ranked[k - 1][1],
+            color=True,
+            resize=1.0,
+            download_if_missing=False,
         )
     except OSError as exc:
         raise _lfw_offline_error(name, data_home, str(exc)) from None
     keep_names = [n for n in bunch.target_names if n in chosen]
-    remap = {old: new for new, old in enumerate(
-        i for i, n in enumerate(bunch.target_names) if n in chosen)}
+    remap = {
+        old: new
+        for new, old in enumerate(i for i, n in enumerate(bunch.target_names) if n in chosen)
+    }
     mask = np.isin(bunch.target, list(remap))
     images = bunch.images[mask]
     images = images / 255.0 if images.max() > 1 else images
@@ -330,6 +333,6 @@ def load_dataset(name: str, *, data_home: Path | None = None) -> Dataset:
     """Load a dataset by registry name (see :data:`LOADERS`, or ``npz:PATH``)."""
     check_dataset_name(name)
     if name.startswith(NPZ_PREFIX):
-        return load_npz(Path(name[len(NPZ_PREFIX):]))
+        return load_npz(Path(name[len(NPZ_PREFIX) :]))
     log.info("loading dataset %s", name)
     return LOADERS[name](data_home)

@@ -42,7 +42,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` plus ``schema_version`` as JSON, atomically (non-finite floats as strings)."""
+    """Write ``payload`` and ``schema_version`` as JSON, atomically (non-finite floats as text)."""
     body = json.dumps({"schema_version": SCHEMA_VERSION, **_jsonable(payload)}, indent=2)
     _atomic(Path(path), lambda tmp: tmp.write_text(body + "\n"))
 

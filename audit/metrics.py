@@ -9,10 +9,16 @@ PHI_MAX = 2.0
 
 
 def phi_score(
-    *, atk_orig: float, atk: float, acc_orig: float, acc: float, acc_base: float,
+    *,
+    atk_orig: float,
+    atk: float,
+    acc_orig: float,
+    acc: float,
+    acc_base: float,
     atk_base: float = ATK_BASE,
 ) -> float:
-    """phi = min(2, max(0, (ATK_o - ATK_e)(ACC_o - ACC_b)) / max(0, (ACC_o - ACC_e)(ATK_o - ATK_b))).
+    """phi = min(2, max(0, (ATK_o - ATK_e)(ACC_o - ACC_b))
+    / max(0, (ACC_o - ACC_e)(ATK_o - ATK_b))).
 
     The relative privacy gained per relative accuracy lost, against the same dataset's
     non-private run (``*_orig``); ``acc_base`` = 1/#classes, ``atk_base`` = 0.5.

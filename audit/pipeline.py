@@ -86,8 +86,7 @@ def _stratified_subset(
     for i in np.argsort(-(quota - take))[: k - take.sum()]:
         take[i] += 1
     chosen = [
-        rng.choice(idx[y == c], size=t, replace=False)
-        for c, t in zip(classes, take, strict=True)
+        rng.choice(idx[y == c], size=t, replace=False) for c, t in zip(classes, take, strict=True)
     ]
     return np.sort(np.concatenate(chosen))
 
@@ -129,8 +128,10 @@ def generate(
             raise ValueError("class-latent generation needs the target's training records")
         draw = _class_latent_sampler(model, source, gen, batch=batch)
     else:
+
         def draw(y: torch.Tensor) -> torch.Tensor:
             return torch.randn(len(y), model.latent_dim, generator=gen)
+
     out = []
     model.eval()
     with torch.inference_mode():
@@ -173,14 +174,22 @@ def _class_latent_sampler(
 def classifier_settings(cell: CellConfig, device: str, purpose: str) -> ClassifierSettings:
     p = cell.profile
     return ClassifierSettings(
-        epochs=p.classifier_epochs, patience=p.classifier_patience,
-        seed=derive_seed(cell.seed, Purpose.CLASSIFIER, purpose) % 2**31, device=device,
+        epochs=p.classifier_epochs,
+        patience=p.classifier_patience,
+        seed=derive_seed(cell.seed, Purpose.CLASSIFIER, purpose) % 2**31,
+        device=device,
     )
 
 
 def classifier_accuracy(
-    train: Pair, val: Pair, test: Pair, *, num_classes: int, settings: ClassifierSettings,
-    ctx: Context, desc: str,
+    train: Pair,
+    val: Pair,
+    test: Pair,
+    *,
+    num_classes: int,
+    settings: ClassifierSettings,
+    ctx: Context,
+    desc: str,
 ) -> float:
     """Train the target classifier on ``train`` (early stop on ``val``); accuracy on real ``test``.
 
@@ -215,18 +224,27 @@ def run_cell(
     gen_x, gen_y = generate(
         model, data.train[1], seed=cell.seed, method=family.generation, source=prepared.train
     )
-    fit, hold = holdout_split(len(gen_x), fraction=GEN_HOLDOUT,
-                              seed=derive_seed(cell.seed, Purpose.GENERATE, "holdout") % 2**32)
+    fit, hold = holdout_split(
+        len(gen_x),
+        fraction=GEN_HOLDOUT,
+        seed=derive_seed(cell.seed, Purpose.GENERATE, "holdout") % 2**32,
+    )
     acc = classifier_accuracy(
-        (gen_x[fit], gen_y[fit]), (gen_x[hold], gen_y[hold]), data.test,
-        num_classes=data.num_classes, settings=classifier_settings(cell, ctx.device, "gen"),
-        ctx=ctx, desc="classifier on D_gen",
+        (gen_x[fit], gen_y[fit]),
+        (gen_x[hold], gen_y[hold]),
+        data.test,
+        num_classes=data.num_classes,
+        settings=classifier_settings(cell, ctx.device, "gen"),
+        ctx=ctx,
+        desc="classifier on D_gen",
     )
 
     atk_data = attack_set(data, cell)
     attack = get_attack("reconstruction")(
-        n_samples=cell.profile.attack_samples, distances=family.attack_distances(),
-        seed=derive_seed(cell.seed, Purpose.ATTACK), device=ctx.device,
+        n_samples=cell.profile.attack_samples,
+        distances=family.attack_distances(),
+        seed=derive_seed(cell.seed, Purpose.ATTACK),
+        device=ctx.device,
     )
     bar = ctx.progress(total=len(atk_data.is_member), desc="attack")
     results = attack.run(model, atk_data, progress=bar.update)
@@ -235,24 +253,42 @@ def run_cell(
     wall = time.perf_counter() - start
     notes = {**prepared.notes, **claim.extra, **GENERATION_NOTES.get(family.generation, {})}
     base = {
-        "dataset": cell.dataset, "mech": cell.mech.value, "param_name": cell.param_name,
+        "dataset": cell.dataset,
+        "mech": cell.mech.value,
+        "param_name": cell.param_name,
         "param_value": cell.param_value if cell.param_value is not None else math.nan,
-        "seed": cell.seed, "profile": cell.option("profile_name", ""),
-        "acc": acc, "acc_base": 1.0 / data.num_classes, "acc_real": acc_real,
+        "seed": cell.seed,
+        "profile": cell.option("profile_name", ""),
+        "acc": acc,
+        "acc_base": 1.0 / data.num_classes,
+        "acc_real": acc_real,
         "train_test_gap": loss_test - loss_train,
-        "epsilon": claim.epsilon, "delta": claim.delta, "epsilon_method": claim.method,
+        "epsilon": claim.epsilon,
+        "delta": claim.delta,
+        "epsilon_method": claim.method,
         "accountant": claim.accountant,
         "privacy_notes": "; ".join(f"{k}={v}" for k, v in notes.items()),
-        "phi": math.nan, "epochs": cell.profile.epochs, "batch_size": cell.profile.batch_size,
-        "lr": cell.profile.lr, "latent_dim": cell.profile.latent_dim,
-        "n_train": len(data.train[0]), "n_attack": len(atk_data.is_member),
+        "phi": math.nan,
+        "epochs": cell.profile.epochs,
+        "batch_size": cell.profile.batch_size,
+        "lr": cell.profile.lr,
+        "latent_dim": cell.profile.latent_dim,
+        "n_train": len(data.train[0]),
+        "n_attack": len(atk_data.is_member),
         "attack_samples": cell.profile.attack_samples,
         "clip_norm": history.extra.get("clip_norm", math.nan),
-        "wall_s": wall, "config_hash": cell.config_hash, "code_version": code_version,
+        "wall_s": wall,
+        "config_hash": cell.config_hash,
+        "code_version": code_version,
     }
     rows = [{**base, "distance": d.value, **results[d].to_row()} for d in results]
-    hist = {"train_loss": history.train_loss, "val_loss": history.val_loss, "extra": history.extra,
-            "loss_train_real": loss_train, "loss_test_real": loss_test}
+    hist = {
+        "train_loss": history.train_loss,
+        "val_loss": history.val_loss,
+        "extra": history.extra,
+        "loss_train_real": loss_train,
+        "loss_test_real": loss_test,
+    }
     scores = {f"scores_{d.value}": results[d].scores for d in results}
     scores["is_member"] = atk_data.is_member
     return CellOutcome(rows=rows, model_state=model.state_dict(), history=hist, scores=scores)

@@ -1,4 +1,4 @@
-"""The sweep runner: cells (one per dataset x mechanism x parameter x seed), caching, resume, CSV."""
+"""The sweep runner: one cell per dataset x mechanism x parameter x seed; caching, resume, CSV."""
 
 from __future__ import annotations
 
@@ -22,7 +22,13 @@ from audit.config import CellConfig, MechanismName, SweepConfig
 from audit.datasets import Dataset, dataset_modality, load_dataset, stratified_split
 from audit.mechanisms import CellData, Context, Mechanism, get_mechanism
 from audit.metrics import phi_score
-from audit.pipeline import cell_data, classifier_accuracy, classifier_settings, run_cell, save_outcome
+from audit.pipeline import (
+    cell_data,
+    classifier_accuracy,
+    classifier_settings,
+    run_cell,
+    save_outcome,
+)
 from audit.progress import ProgressFactory, null_progress
 from audit.rows import COLUMNS
 
@@ -47,8 +53,12 @@ def code_version() -> str:
     root = Path(__file__).resolve().parent.parent
     try:
         out = subprocess.run(
-            ["git", "describe", "--always", "--dirty"], cwd=root, capture_output=True, text=True,
-            timeout=10, check=True,
+            ["git", "describe", "--always", "--dirty"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -65,8 +75,11 @@ def _version(package: str) -> str:
 def run_metadata(cell: CellConfig, device: str, version: str) -> dict[str, Any]:
     packages = ("torch", "opacus", "numpy", "scikit-learn", "scikit-image", "pandas")
     return {
-        "seed": cell.seed, "device": device, "code_version": version,
-        "python": platform.python_version(), "platform": platform.platform(),
+        "seed": cell.seed,
+        "device": device,
+        "code_version": version,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
         "versions": {p: _version(p) for p in packages},
         "torch_threads": torch.get_num_threads(),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -82,8 +95,15 @@ def build_cells(config: SweepConfig) -> list[tuple[CellConfig, CellConfig]]:
     options = dict(config.mech_options)
     pairs: list[tuple[CellConfig, CellConfig]] = []
     for seed in config.seeds:
-        base = CellConfig(config.dataset, MechanismName.NONE, "none", None, seed, config.profile,
-                          (("profile_name", config.profile_name.value),))
+        base = CellConfig(
+            config.dataset,
+            MechanismName.NONE,
+            "none",
+            None,
+            seed,
+            config.profile,
+            (("profile_name", config.profile_name.value),),
+        )
         pairs.append((base, base))
         for name in config.mechs:
             if name is MechanismName.NONE:
@@ -92,8 +112,15 @@ def build_cells(config: SweepConfig) -> list[tuple[CellConfig, CellConfig]]:
             mine = tuple(sorted((k, v) for k, v in options.items() if k in mech.option_names))
             mech.validate_options(dict(mine), batch_size=config.profile.batch_size)
             for param_name, value in _grid(mech, config, dict(mine)):
-                cell = CellConfig(config.dataset, name, param_name, float(value), seed,
-                                  config.profile, base.options + mine)
+                cell = CellConfig(
+                    config.dataset,
+                    name,
+                    param_name,
+                    float(value),
+                    seed,
+                    config.profile,
+                    base.options + mine,
+                )
                 pairs.append((cell, base))
     return pairs
 
@@ -116,8 +143,15 @@ def _acc_real(out: Path, dataset: Dataset, data: CellData, cell: CellConfig, ctx
     path = out / "cache" / f"acc_real-{_digest(key)}.json"
     if path.exists():
         return float(io.read_json(path)["acc_real"])
-    acc = classifier_accuracy(data.train, data.val, data.test, num_classes=data.num_classes,
-                              settings=settings, ctx=ctx, desc="classifier on real D_train")
+    acc = classifier_accuracy(
+        data.train,
+        data.val,
+        data.test,
+        num_classes=data.num_classes,
+        settings=settings,
+        ctx=ctx,
+        desc="classifier on real D_train",
+    )
     io.write_json(path, {"key": key, "acc_real": acc})
     return acc
 
@@ -136,9 +170,11 @@ def collect_rows(out: Path) -> pd.DataFrame:
         return pd.DataFrame(columns=list(COLUMNS))
     frame["phi"] = [_phi(frame, row) for row in frame.itertuples(index=False)]
     ordered = [c for c in COLUMNS if c in frame] + [c for c in frame if c not in COLUMNS]
-    return frame[ordered].sort_values(
-        ["dataset", "mech", "param_value", "seed", "distance"], na_position="first"
-    ).reset_index(drop=True)
+    return (
+        frame[ordered]
+        .sort_values(["dataset", "mech", "param_value", "seed", "distance"], na_position="first")
+        .reset_index(drop=True)
+    )
 
 
 def _phi(frame: pd.DataFrame, row: Any) -> float:
@@ -148,8 +184,9 @@ def _phi(frame: pd.DataFrame, row: Any) -> float:
     if base.empty:
         return math.nan
     b = base.iloc[0]
-    return phi_score(atk_orig=b.mi_ap, atk=row.mi_ap, acc_orig=b.acc, acc=row.acc,
-                     acc_base=row.acc_base)
+    return phi_score(
+        atk_orig=b.mi_ap, atk=row.mi_ap, acc_orig=b.acc, acc=row.acc, acc_base=row.acc_base
+    )
 
 
 def write_csv(out: Path) -> tuple[Path, pd.DataFrame]:
@@ -166,19 +203,31 @@ def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress)
     out = Path(config.out)
     ctx = Context(device=config.device, progress=progress)
     version = code_version()
-    splits = {s: stratified_split(dataset.y, fractions=dataset.split_fractions, seed=s)
-              for s in config.seeds}
+    splits = {
+        s: stratified_split(dataset.y, fractions=dataset.split_fractions, seed=s)
+        for s in config.seeds
+    }
     ran = reused = 0
     bar = progress(total=len(pairs), desc=f"{config.dataset} cells")
     for cell, base in pairs:
         cell_dir = out / CELLS_DIR / cell.config_hash
         if (cell_dir / "rows.json").exists() and not config.overwrite:
             reused += 1
-            log.info("reusing finished cell %s (%s %s)", cell.config_hash, cell.mech.value,
-                     cell.param_value)
+            log.info(
+                "reusing finished cell %s (%s %s)",
+                cell.config_hash,
+                cell.mech.value,
+                cell.param_value,
+            )
         else:
-            log.info("running cell %s: %s %s=%s seed %d", cell.config_hash, cell.mech.value,
-                     cell.param_name, cell.param_value, cell.seed)
+            log.info(
+                "running cell %s: %s %s=%s seed %d",
+                cell.config_hash,
+                cell.mech.value,
+                cell.param_name,
+                cell.param_value,
+                cell.seed,
+            )
             data = cell_data(dataset, splits[cell.seed], cell)
             acc_real = _acc_real(out, dataset, data, cell, ctx)
             outcome = run_cell(cell, data, ctx, acc_real=acc_real, code_version=version)

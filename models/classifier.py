@@ -14,11 +14,18 @@ class SmallCNN(nn.Module):
     def __init__(self, *, channels: int, num_classes: int, dropout: float = 0.3) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Conv2d(channels, 32, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
-            nn.AdaptiveMaxPool2d(2), nn.Flatten(),
-            nn.Linear(64 * 4, 128), nn.ReLU(), nn.Dropout(dropout),
+            nn.Conv2d(channels, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(32, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveMaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(64 * 4, 128),
+            nn.ReLU(),
+            nn.Dropout(dropout),
             nn.Linear(128, num_classes),
         )
 

@@ -1,4 +1,4 @@
-"""Non-private training loops: the target VAE (fixed epochs, validated) and a classifier (early stop)."""
+"""Non-private training: the target VAE (fixed epochs, validated) and a classifier (early stop)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,11 @@ def evaluate_vae_loss(
         for start in range(0, len(x_all), batch_size):
             sl = slice(start, start + batch_size)
             loss = vae_per_example_loss(
-                model, x_all[sl].to(device), y_all[sl].to(device), noise_all[sl].to(device), beta=beta
+                model,
+                x_all[sl].to(device),
+                y_all[sl].to(device),
+                noise_all[sl].to(device),
+                beta=beta,
             )
             total += float(loss.sum())
     model.train(was_training)
@@ -116,7 +120,10 @@ def train_vae(
             idx = order[start : start + settings.batch_size]
             noise = torch.randn(len(idx), model.latent_dim, generator=gen)
             loss = vae_per_example_loss(
-                model, x_train[idx].to(device), y_train[idx].to(device), noise.to(device),
+                model,
+                x_train[idx].to(device),
+                y_train[idx].to(device),
+                noise.to(device),
                 beta=settings.beta,
             )
             opt.zero_grad(set_to_none=True)
@@ -197,7 +204,9 @@ def _train_classifier(
         order = torch.randperm(len(x_train), generator=gen)
         for start in range(0, len(order), settings.batch_size):
             idx = order[start : start + settings.batch_size]
-            loss = F.cross_entropy(model(x_train[idx].to(settings.device)), y_train[idx].to(settings.device))
+            loss = F.cross_entropy(
+                model(x_train[idx].to(settings.device)), y_train[idx].to(settings.device)
+            )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -67,7 +67,10 @@ class ConditionalConvVAE(nn.Module):
         out_widths = list(reversed(widths[:-1])) + [channels]
         in_ch = self.top_channels
         for i, out_ch in enumerate(out_widths):
-            dec += [nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(in_ch, out_ch, 3, padding=1)]
+            dec += [
+                nn.Upsample(scale_factor=2, mode="nearest"),
+                nn.Conv2d(in_ch, out_ch, 3, padding=1),
+            ]
             if i < len(out_widths) - 1:
                 dec.append(nn.LeakyReLU(LEAKY_SLOPE))
             in_ch = out_ch
@@ -86,14 +89,16 @@ class ConditionalConvVAE(nn.Module):
 
     def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Map latents (B, latent_dim) and labels (B,) to images (B, C, H, W) in [0, 1]."""
-        h = F.leaky_relu(self.fc_dec(torch.cat([z, self._one_hot(y).to(z.dtype)], dim=1)), LEAKY_SLOPE)
+        h = F.leaky_relu(
+            self.fc_dec(torch.cat([z, self._one_hot(y).to(z.dtype)], dim=1)), LEAKY_SLOPE
+        )
         h = h.view(-1, self.top_channels, 4, 4)
         return torch.sigmoid(self.decoder(h))[:, :, : self.height, : self.width]
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One reparameterised pass; ``noise`` is standard normal (B, latent_dim), drawn by the caller.
+        """One reparameterised pass; ``noise`` is N(0, I) of shape (B, latent_dim), from the caller.
 
         Returns (reconstruction, mu, logvar, z).
         """

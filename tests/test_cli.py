@@ -40,9 +40,23 @@ def test_bad_input_is_one_line_and_status_2(argv, message, tmp_path, capsys):
 def test_lfw20_offline_is_one_line_and_writes_nothing(tmp_path):
     out = tmp_path / "results"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmark.py"), "--dataset", "lfw20", "--mech", "none",
-         "--out", str(out), "--data-home", str(tmp_path / "no-lfw-here"), "--no-progress"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "benchmark.py"),
+            "--dataset",
+            "lfw20",
+            "--mech",
+            "none",
+            "--out",
+            str(out),
+            "--data-home",
+            str(tmp_path / "no-lfw-here"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -51,9 +65,24 @@ def test_lfw20_offline_is_one_line_and_writes_nothing(tmp_path):
 
 
 def test_help_explains_every_option():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), "--help"],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmark.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0
-    for option in ("--dataset", "--mech", "--profile", "--out", "--seeds", "--device",
-                   "--no-progress", "--overwrite", "--attack-records", "--clip-norm"):
+    for option in (
+        "--dataset",
+        "--mech",
+        "--profile",
+        "--out",
+        "--seeds",
+        "--device",
+        "--no-progress",
+        "--overwrite",
+        "--attack-records",
+        "--clip-norm",
+    ):
         assert option in proc.stdout

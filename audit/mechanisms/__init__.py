@@ -36,5 +36,12 @@ register(TermwiseDP())
 register(LocalDP())
 register(VaeLdp())
 
-__all__ = ["CellData", "Context", "Mechanism", "Prepared", "available_mechanisms", "get_mechanism",
-           "register"]
+__all__ = [
+    "CellData",
+    "Context",
+    "Mechanism",
+    "Prepared",
+    "available_mechanisms",
+    "get_mechanism",
+    "register",
+]

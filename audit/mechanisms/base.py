@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -65,26 +65,29 @@ class Mechanism(ABC):
     def validate_value(self, value: float | None) -> None:
         if value is None or not math.isfinite(value) or value <= 0:
             raise ValueError(
-                f"{self.name.value}: {self.param_name} must be a positive finite number, got {value!r}"
+                f"{self.name.value}: {self.param_name} must be a positive finite number, "
+                f"got {value!r}"
             )
 
     def default_grid_for(self, modality: str) -> tuple[float, ...]:
-        """The default grid for records of ``modality`` (the same for every modality by default)."""
+        """The default grid for records of ``modality`` (by default the same for all)."""
         return self.default_grid
 
     def validate_options(self, options: Mapping[str, Any], *, batch_size: int) -> None:
         """Check the mechanism's options before any cell runs (the default accepts all)."""
+        return None
 
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
-        """Training and validation data for the target VAE (identity unless the mechanism is local)."""
+        """Training and validation data for the target VAE (identity unless local DP)."""
         return Prepared(train=data.train, val=data.val)
 
     def train(
         self, model: ConditionalConvVAE, prepared: Prepared, cell: CellConfig, ctx: Context
     ) -> TrainHistory:
         """Train ``model`` in place; the default is non-private Adam."""
-        return train_vae(model, prepared.train, prepared.val, vae_settings(cell, ctx),
-                         progress=ctx.progress)
+        return train_vae(
+            model, prepared.train, prepared.val, vae_settings(cell, ctx), progress=ctx.progress
+        )
 
     @abstractmethod
     def claim(self, cell: CellConfig, data: CellData, history: TrainHistory) -> PrivacyClaim:
@@ -94,8 +97,12 @@ class Mechanism(ABC):
 def vae_settings(cell: CellConfig, ctx: Context) -> VAETrainSettings:
     p = cell.profile
     return VAETrainSettings(
-        epochs=p.epochs, batch_size=p.batch_size, lr=p.lr, beta=p.beta,
-        seed=derive_seed(cell.seed, Purpose.TRAIN), device=ctx.device,
+        epochs=p.epochs,
+        batch_size=p.batch_size,
+        lr=p.lr,
+        beta=p.beta,
+        seed=derive_seed(cell.seed, Purpose.TRAIN),
+        device=ctx.device,
     )
 
 

@@ -19,15 +19,23 @@ QUICK = PROFILES[ProfileName.QUICK]
 
 
 def _sweep(**kw):
-    base = dict(dataset="digits", mechs=(MechanismName.NONE,), profile_name=ProfileName.QUICK,
-                profile=QUICK, seeds=(0,), out=Path("x"))
+    base = dict(
+        dataset="digits",
+        mechs=(MechanismName.NONE,),
+        profile_name=ProfileName.QUICK,
+        profile=QUICK,
+        seeds=(0,),
+        out=Path("x"),
+    )
     return SweepConfig(**{**base, **kw})
 
 
 def test_cell_hash_is_canonical_and_sensitive():
     a = CellConfig("digits", MechanismName.CDP, "noise_multiplier", 1.0, 0, QUICK)
-    assert a.config_hash == CellConfig("digits", MechanismName.CDP, "noise_multiplier", 1.0, 0,
-                                       QUICK).config_hash
+    assert (
+        a.config_hash
+        == CellConfig("digits", MechanismName.CDP, "noise_multiplier", 1.0, 0, QUICK).config_hash
+    )
     assert a.config_hash != replace(a, seed=1).config_hash
     assert a.config_hash != replace(a, profile=replace(QUICK, epochs=31)).config_hash
 

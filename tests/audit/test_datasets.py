@@ -21,7 +21,7 @@ def test_embedded_datasets_load_in_range(name, shape, classes, n):
     ds = load_dataset(name)
     assert ds.x.shape == (n, *shape)
     assert ds.x.dtype == np.float32 and ds.y.dtype == np.int64
-    assert 0.0 <= ds.x.min() and ds.x.max() <= 1.0
+    assert ds.x.min() >= 0.0 and ds.x.max() <= 1.0
     assert ds.num_classes == classes
     assert set(np.unique(ds.y)) == set(range(classes))
 
@@ -52,7 +52,7 @@ def test_lfw_top_identities_from_sklearn_layout(lfw_home: Path):
     assert "Tiny One" not in ds.class_names and "Person A" in ds.class_names
     expected = sum(12 - (i // 2) for i in range(20))
     assert len(ds.y) == expected
-    assert 0.0 <= ds.x.min() and ds.x.max() <= 1.0
+    assert ds.x.min() >= 0.0 and ds.x.max() <= 1.0
     # the fixture tints each identity: per-identity mean colours must differ
     means = np.stack([ds.x[ds.y == k].mean(axis=(0, 2, 3)) for k in range(3)])
     assert np.ptp(means, axis=0).max() > 0.05

@@ -17,15 +17,41 @@ from audit.rows import COLUMNS
 from audit.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = replace(PROFILES[ProfileName.QUICK], epochs=2, max_train=30, attack_samples=3,
-               classifier_epochs=2, classifier_patience=1, latent_dim=4)
-TINY_ARGS = ["--epochs", "2", "--max-train", "30", "--attack-samples", "3",
-             "--classifier-epochs", "2", "--classifier-patience", "1", "--latent-dim", "4"]
+TINY = replace(
+    PROFILES[ProfileName.QUICK],
+    epochs=2,
+    max_train=30,
+    attack_samples=3,
+    classifier_epochs=2,
+    classifier_patience=1,
+    latent_dim=4,
+)
+TINY_ARGS = [
+    "--epochs",
+    "2",
+    "--max-train",
+    "30",
+    "--attack-samples",
+    "3",
+    "--classifier-epochs",
+    "2",
+    "--classifier-patience",
+    "1",
+    "--latent-dim",
+    "4",
+]
 
 
 def _config(out: Path, **kw) -> SweepConfig:
-    base = dict(dataset="digits", mechs=(MechanismName.NONE,), profile_name=ProfileName.QUICK,
-                profile=TINY, seeds=(0,), out=out, progress=False)
+    base = dict(
+        dataset="digits",
+        mechs=(MechanismName.NONE,),
+        profile_name=ProfileName.QUICK,
+        profile=TINY,
+        seeds=(0,),
+        out=out,
+        progress=False,
+    )
     return SweepConfig(**{**base, **kw})
 
 
@@ -58,8 +84,22 @@ def test_same_seed_same_scores(tmp_path):
 
 def test_kill_9_leaves_a_valid_csv_and_resume_finishes(tmp_path):
     out = tmp_path / "out"
-    cmd = [sys.executable, str(ROOT / "benchmark.py"), "--dataset", "digits", "--profile",
-           "quick", "--seeds", "0", "1", "2", "--out", str(out), "--no-progress", *TINY_ARGS]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmark.py"),
+        "--dataset",
+        "digits",
+        "--profile",
+        "quick",
+        "--seeds",
+        "0",
+        "1",
+        "2",
+        "--out",
+        str(out),
+        "--no-progress",
+        *TINY_ARGS,
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("cells/*/rows.json")):
