@@ -274,12 +274,37 @@ def test_calibration_refuses_bad_input(tmp_path, capsys):
     assert "needs --write FILE" in capsys.readouterr().err
 
 
-def test_the_committed_thresholds_load_and_pass_a_healthy_quick_run(tmp_path):
-    thresholds = load_thresholds(ROOT / "results" / "thresholds.json")
+def _committed_limits_as_rows(thresholds, *, shift: float) -> pd.DataFrame:
+    """One row per committed entry, its MI AP ``shift`` inside (< 0) or outside (> 0) its limit."""
+    rows = []
+    for i, t in enumerate(thresholds):
+        mi = t.max_mi_ap + shift if t.max_mi_ap is not None else t.min_mi_ap - shift
+        acc = (t.min_acc if t.min_acc is not None else 0.5) + 0.01
+        rows.append(
+            {
+                "dataset": t.dataset,
+                "mech": t.mech,
+                "param_name": "p",
+                "param_value": math.nan if t.param_value is None else t.param_value,
+                "seed": 0,
+                "distance": t.distance,
+                "profile": t.profile,
+                "mi_ap": min(max(mi, 0.0), 1.0),
+                "acc": acc,
+                "config_hash": f"h{i}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def test_the_committed_thresholds_are_calibrated_and_can_fail(tmp_path):
+    path = ROOT / "results" / "thresholds.json"
+    thresholds = load_thresholds(path)
     assert all(t.dataset == "lfw-subset" and t.profile == "quick" for t in thresholds)
-    assert all("provisional" in t.margin_source for t in thresholds)
-    run_dir = write_runs(tmp_path / "run", runs())
-    assert (
-        main(["check", "--thresholds", str(ROOT / "results" / "thresholds.json"), str(run_dir)])
-        == 0
-    )
+    assert all("from 5 run(s)" in t.margin_source for t in thresholds)
+    assert {t.mech for t in thresholds} == {"none", "cdp", "cdp-termwise", "ldp", "vae-ldp"}
+    assert all((t.min_mi_ap is not None) == (t.mech == "none") for t in thresholds)
+    inside = write_runs(tmp_path / "in", _committed_limits_as_rows(thresholds, shift=-0.005))
+    assert main(["check", "--thresholds", str(path), str(inside)]) == 0
+    outside = write_runs(tmp_path / "out", _committed_limits_as_rows(thresholds, shift=0.05))
+    assert main(["check", "--thresholds", str(path), str(outside)]) == 1
