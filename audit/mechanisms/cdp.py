@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from audit.config import CellConfig, MechanismName
@@ -137,14 +138,7 @@ class CentralDP(Mechanism):
         value = parse_clip_norm(raw)
         if value is not None:
             return value, "given"
-        warm = VAETrainSettings(
-            epochs=settings.epochs,
-            batch_size=settings.batch_size,
-            lr=settings.lr,
-            beta=settings.beta,
-            seed=derive_seed(cell.seed, Purpose.TRAIN, "clip-warm-up"),
-            device=settings.device,
-        )
+        warm = replace(settings, seed=derive_seed(cell.seed, Purpose.TRAIN, "clip-warm-up"))
         epochs = min(MEDIAN_WARMUP_EPOCHS, settings.epochs)
         return median_gradient_norm(model, prepared.train, warm, epochs=epochs), MEDIAN_SOURCE
 
