@@ -201,21 +201,6 @@ def build_run_parser() -> argparse.ArgumentParser:
     return p
 
 
-MECH_OPTION_NAMES = (
-    "clip_norm",
-    "clip_norm_2",
-    "target_epsilon",
-    "delta",
-    "conversion",
-    "divergence",
-    "alpha",
-    "partitions",
-    "termwise_accounting",
-    "pixel_cell",
-    "neighborhood",
-    "ldp_setting",
-    "perturbation_data",
-)
 PROFILE_FIELDS = (
     "epochs",
     "batch_size",
@@ -239,7 +224,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         override_profile,
         parse_enum,
     )
-    from audit.mechanisms import available_mechanisms
+    from audit.mechanisms import available_mechanisms, get_mechanism
 
     profile_name = ProfileName(args.profile)
     overrides = {f: getattr(args, f) for f in PROFILE_FIELDS if hasattr(args, f)}
@@ -254,8 +239,10 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         mechs = tuple(available_mechanisms())
     else:
         mechs = tuple(parse_enum(MechanismName, m, "mechanism") for m in args.mech)
+    # every option some registered mechanism reads; each cell keeps only its mechanism's own
+    names = {n for m in available_mechanisms() for n in get_mechanism(m).option_names}
     options = tuple(
-        (k, getattr(args, k)) for k in MECH_OPTION_NAMES if getattr(args, k) is not None
+        (k, getattr(args, k)) for k in sorted(names) if getattr(args, k, None) is not None
     )
     out = (
         args.out
