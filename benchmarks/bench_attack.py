@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from timing import median_times
 
 from attacks import distances
 from attacks.base import AttackData
@@ -114,17 +115,6 @@ def decode_floor(
             for n_chunk in plan.sample_chunks(n_samples):
                 z = torch.randn(y.shape[0] * n_chunk, LATENT_DIM, generator=gen)
                 model.decode(z, y.repeat_interleave(n_chunk))
-
-
-def median_times(paths: dict[str, Callable[[], object]], repeats: int) -> dict[str, np.ndarray]:
-    """Median (wall, process CPU) seconds of each path; the paths take turns in every repeat."""
-    times: dict[str, list[tuple[float, float]]] = {label: [] for label in paths}
-    for _ in range(repeats):
-        for label, fn in paths.items():
-            wall, cpu = time.perf_counter(), time.process_time()
-            fn()
-            times[label].append((time.perf_counter() - wall, time.process_time() - cpu))
-    return {label: np.median(np.array(values), axis=0) for label, values in times.items()}
 
 
 def peak_rss_mb() -> float:

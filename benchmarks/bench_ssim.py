@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
-from collections.abc import Callable
 
 import numpy as np
 import torch
 from skimage.metrics import structural_similarity
+from timing import median_times
 
 from attacks import distances
 from attacks.distances import ssim, ssim_to_records
@@ -57,20 +56,6 @@ def skimage_pairwise(recon: np.ndarray, targets: np.ndarray) -> np.ndarray:
             for sample in samples
         ]
     )
-
-
-def median_times(paths: dict[str, Callable[[], object]], repeats: int) -> dict[str, np.ndarray]:
-    """Median (wall, process CPU) seconds of each path; the paths take turns in every repeat.
-
-    CPU time sums over threads; it is the steadier measure on a shared machine.
-    """
-    times: dict[str, list[tuple[float, float]]] = {label: [] for label in paths}
-    for _ in range(repeats):
-        for label, fn in paths.items():
-            wall, cpu = time.perf_counter(), time.process_time()
-            fn()
-            times[label].append((time.perf_counter() - wall, time.process_time() - cpu))
-    return {label: np.median(np.array(values), axis=0) for label, values in times.items()}
 
 
 def main() -> None:
