@@ -15,10 +15,12 @@ CPU time with ``--threads 1`` is the stable measure of the work each path does.
 Ghost clipping: the loss is a sum of per-example terms, so Opacus's ghost clipping applies to DP-
 Adam; Opacus 1.6 has ghost norms for Linear layers only, so the conv layers (most of the work)
 materialise per-layer per-example gradients anyway, and a second backward pass follows. It
-cannot clip per partition. Term-wise epochs use ew for the sample-wise term and either per-
-partition method for the batch-wise term (b = 4 partitions, alpha = 100, MMD):
-``autograd`` (one backward pass per partition) or ``opacus`` (per-record ew gradients summed
-per partition).
+cannot clip per partition. ``bk`` is book-keeping (``models.bk_clipping``, the default): one
+input-only backward pass, per-layer ghost or materialised norms, one re-weighted weight-gradient
+product per layer. Term-wise epochs use the default mode for the sample-wise term and either
+per-partition method for the batch-wise term (b = 4 partitions, alpha = 100, MMD):
+``autograd`` (one backward pass per partition) or ``opacus`` (the default mode with one group
+per partition; for bk, one encoder pass and one product per partition).
 """
 
 from __future__ import annotations
@@ -32,7 +34,12 @@ from collections.abc import Callable
 import torch
 
 from models.divergences import Divergence
-from models.dp_training import DPSettings, GradSampleMode, train_dp_vae
+from models.dp_training import (
+    DEFAULT_GRAD_SAMPLE_MODE,
+    DPSettings,
+    GradSampleMode,
+    train_dp_vae,
+)
 from models.termwise import PartitionGradients, TermwiseSettings, train_termwise_vae
 from models.training import Pair, VAETrainSettings, train_vae
 from models.vae import ConditionalConvVAE
@@ -102,9 +109,10 @@ def paths(device: str, modes: list[str]) -> dict[str, Callable[..., object]]:
         out[f"dp-adam {mode.value}"] = lambda m, tr, va, s, mode=mode: train_dp_vae(
             m, tr, va, s, dp(mode)
         )
+    sample = GradSampleMode(DEFAULT_GRAD_SAMPLE_MODE)
     for gradients in PartitionGradients:
-        out[f"term-wise ew/{gradients.value}"] = lambda m, tr, va, s, g=gradients: (
-            train_termwise_vae(m, tr, va, s, dp(GradSampleMode.EW), termwise(g))
+        out[f"term-wise {sample.value}/{gradients.value}"] = lambda m, tr, va, s, g=gradients: (
+            train_termwise_vae(m, tr, va, s, dp(sample), termwise(g))
         )
     return out
 

@@ -31,6 +31,7 @@ from torch import nn
 from audit.privacy.cdp import dp_sgd_steps
 from audit.privacy.termwise import standard_dp_noise_std_with_batch_term
 from audit.progress import ProgressFactory, null_progress
+from models.bk_clipping import CLIP_EPS, BookKeepingGradients, ClippedSum
 from models.training import Pair, TrainHistory, VAETrainSettings, evaluate_vae_loss
 from models.training import vae_per_example_loss as _vae_per_example_loss
 from models.vae import ConditionalConvVAE
@@ -48,8 +49,6 @@ DEFAULT_CLIP_NORM = 10.0
 #: Epochs of the non-private warm-up behind the 'median' clip norm (paper 003 uses 100 training
 #: epochs; a short warm-up keeps the quick and standard profiles cheap).
 MEDIAN_WARMUP_EPOCHS = 5
-#: Opacus's guard against division by zero in the clip factor C / (||g|| + 1e-6).
-CLIP_EPS = 1e-6
 
 
 class GradSampleMode(str, Enum):
@@ -61,28 +60,24 @@ class GradSampleMode(str, Enum):
     GHOST: ghost / fast gradient clipping: per-example norms without materialising per-example
         gradients, then a second backward pass on the re-weighted loss. Clips per record only, so
         it serves the sample-wise term, never the per-partition batch-wise term.
+    BK: book-keeping (``models.bk_clipping``; Bu et al. 2023): one forward pass, one backward
+        pass for the layers' output gradients only, per-layer norms by ghost norms or
+        materialised per-record gradients (whichever costs less), then one re-weighted
+        weight-gradient product per layer. Linear and Conv2d layers only (the conv VAE, and
+        Opacus's DPLSTM, whose cells are Linear layers); clips per record or per group.
     """
 
     HOOKS = "hooks"
     FUNCTORCH = "functorch"
     EW = "ew"
     GHOST = "ghost"
+    BK = "bk"
 
 
 #: The fastest correct mode on the conv VAE (benchmarks/bench_dp_epoch.py, 64x64x3, batch 32,
 #: one CPU thread, CPU time of an epoch against a non-private one): ew 2.8x, ghost 3.1x, hooks
 #: 3.3x, functorch 3.4x; on 8x8 digits ew 1.9x. Every mode also handles the LSTM VAE's DPLSTMs.
-DEFAULT_GRAD_SAMPLE_MODE = GradSampleMode.EW
-
-
-@dataclass(frozen=True)
-class ClippedSum:
-    """Sum of clipped per-unit gradients (one tensor per parameter, shaped like it), the
-    unclipped norms (units,) and the loss module's output (detached)."""
-
-    grads: list[torch.Tensor]
-    norms: torch.Tensor
-    values: torch.Tensor
+DEFAULT_GRAD_SAMPLE_MODE = GradSampleMode.BK
 
 
 def per_unit_norms(grads: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -186,6 +181,10 @@ class PerExampleGradients:
         self.params = self._all if params is None else list(params)
         if self.mode is GradSampleMode.GHOST and params is not None:
             raise ValueError("ghost clipping clips over every parameter; params must be None")
+        self._bk: BookKeepingGradients | None = None
+        if self.mode is GradSampleMode.BK:
+            self._bk = BookKeepingGradients(loss_module, params=self.params)
+            return
         if self.mode is GradSampleMode.EW:
             self._gsm = GradSampleModuleExpandedWeights(loss_module, loss_reduction="sum")
         elif self.mode is GradSampleMode.GHOST:
@@ -203,9 +202,9 @@ class PerExampleGradients:
 
     def gradients(self, *inputs: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
         """(per-record gradients, one (n, *p.shape) tensor per parameter; loss values)."""
-        if self.mode is GradSampleMode.GHOST:
+        if self.mode in (GradSampleMode.GHOST, GradSampleMode.BK):
             raise ValueError(
-                "ghost clipping never materialises per-example gradients; "
+                f"{self.mode.value} clipping never materialises per-example gradients; "
                 "use clipped_sum, or another grad-sample mode"
             )
         n = len(inputs[0])
@@ -229,6 +228,10 @@ class PerExampleGradients:
         num_groups: int = 0,
     ) -> ClippedSum:
         """Clipped sum over the records, or over ``groups`` (see :func:`clip_and_sum`)."""
+        if self._bk is not None:
+            return self._bk.clipped_sum(
+                *inputs, clip_norm=clip_norm, groups=groups, num_groups=num_groups
+            )
         if self.mode is GradSampleMode.GHOST:
             if groups is not None:
                 raise ValueError(
@@ -282,6 +285,9 @@ class PerExampleGradients:
 
     def close(self) -> None:
         """Remove Opacus's hooks and per-parameter attributes (the model is plain again)."""
+        if self._bk is not None:
+            self._bk.close()
+            return
         self._gsm.cleanup()
 
 
@@ -521,7 +527,7 @@ def median_gradient_norm(
     mode = _parse_mode(mode)
     engine = PerExampleGradients(
         SampleLoss(warm, beta=settings.beta),
-        GradSampleMode.EW if mode is GradSampleMode.GHOST else mode,
+        GradSampleMode.EW if mode in (GradSampleMode.GHOST, GradSampleMode.BK) else mode,
     )
     opt = torch.optim.Adam(warm.parameters(), lr=settings.lr)
     gen = torch.Generator().manual_seed(settings.seed)

@@ -113,11 +113,37 @@ def test_autograd_and_opacus_partition_gradients_agree(mode):
         torch.testing.assert_close(a, o, rtol=1e-5, atol=1e-10)
 
 
+def test_book_keeping_clips_per_partition_like_a_one_partition_loop():
+    vae = small_vae()
+    x, y, noise = batch(9)
+    part = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 1])
+    prior = torch.randn(
+        3, 4, LATENT, generator=torch.Generator().manual_seed(2), dtype=torch.float64
+    )
+    expected = naive_partition_grads(vae, x, y, noise, prior, part, alpha=3.0, partitions=3)
+    encoder = {id(p) for p in encoder_parameters(vae)}
+    expected = [e for p, e in zip(vae.parameters(), expected, strict=True) if id(p) in encoder]
+    summed, norms = clip_and_sum(expected, clip_norm=0.05)
+    engine = PerExampleGradients(
+        PartitionDivergence(vae, alpha=3.0, partitions=3),
+        GradSampleMode.BK,
+        params=encoder_parameters(vae),
+    )
+    got = engine.clipped_sum(x, y, noise, prior, part, clip_norm=0.05, groups=part, num_groups=3)
+    engine.close()
+    assert float(norms.min()) > 0.05  # every partition is clipped
+    torch.testing.assert_close(got.norms, norms, rtol=1e-8, atol=1e-12)
+    for g, e in zip(got.grads, summed, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-8, atol=1e-12)
+
+
 def test_psi_does_not_touch_the_decoder():
     vae = small_vae()
     x, y, noise = batch(6)
     prior = torch.randn(2, 3, LATENT, dtype=torch.float64)
-    engine = PerExampleGradients(PartitionDivergence(vae, alpha=1.0, partitions=2))
+    engine = PerExampleGradients(
+        PartitionDivergence(vae, alpha=1.0, partitions=2), GradSampleMode.EW
+    )
     grads, _ = engine.gradients(x, y, noise, prior, torch.tensor([0, 1] * 3))
     engine.close()
     encoder = {id(p) for p in encoder_parameters(vae)}
