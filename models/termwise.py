@@ -58,11 +58,14 @@ DEFAULT_CLIP_RATIO = 0.1
 
 class PartitionGradients(str, Enum):
     """How the per-partition gradients of psi are computed (both exact; see
-    :class:`PartitionedBatchTerm`). AUTOGRAD is faster for few partitions: on the 64x64 VAE at
-    b = 4 it adds about 0.4x a non-private epoch to DP-Adam, OPACUS (ew) about 0.8x."""
+    :class:`PartitionedBatchTerm`). ENGINE, the run's per-example engine with one group per
+    partition, is the default: with book-keeping (``bk``) it is one encoder pass and one product
+    per layer and partition. On the 64x64 VAE at b = 4, batch 32 (benchmarks/bench_dp_epoch.py)
+    term-wise bk/engine ran at 1.66x a non-private epoch, bk/autograd at 1.88x; with Opacus's
+    ew the engine route was the slower one."""
 
     AUTOGRAD = "autograd"
-    OPACUS = "opacus"
+    ENGINE = "engine"
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class TermwiseSettings:
     partitions: int
     clip_norm: float
     seed: int
-    gradients: PartitionGradients = PartitionGradients.AUTOGRAD
+    gradients: PartitionGradients = PartitionGradients.ENGINE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "divergence", Divergence(self.divergence))
@@ -154,12 +157,13 @@ class PartitionedBatchTerm:
 
     Per-partition gradients of psi with respect to the encoder's parameters (the only ones psi
     reaches; the decoder's entries are zeros), by ``settings.gradients``:
-    AUTOGRAD, one ordinary backward pass per partition; or OPACUS, Opacus per-record gradients
-    of sum_j psi(s_j) in the run's grad-sample mode, summed over each partition's records (a
-    partition is one 'example'; ghost clipping cannot clip per partition, so GHOST runs use
-    hooks here). Each step draws ``prior_samples`` = max(2, ceil(B / b)) prior samples per
-    partition from a seeded generator: a data-independent count, so that the randomness one
-    partition sees does not depend on the other partitions' sizes.
+    AUTOGRAD, one ordinary backward pass per partition; or ENGINE, the run's grad-sample mode
+    clipping per group (a partition is one 'example'): with ``bk`` each partition's gradient
+    is formed directly, with Opacus's modes per-record gradients are summed per partition
+    (ghost clipping cannot clip per partition, so GHOST runs use hooks here). Each step draws
+    ``prior_samples`` = max(2, ceil(B / b)) prior samples per partition from a seeded
+    generator: a data-independent count, so that the randomness one partition sees does not
+    depend on the other partitions' sizes.
     """
 
     def __init__(
@@ -186,7 +190,7 @@ class PartitionedBatchTerm:
         self._mask = [id(p) in reachable for p in self._params]
         self._encoder = [p for p, on in zip(self._params, self._mask, strict=True) if on]
         self._engine = None
-        if settings.gradients is PartitionGradients.OPACUS:
+        if settings.gradients is PartitionGradients.ENGINE:
             mode = GradSampleMode.HOOKS if mode is GradSampleMode.GHOST else mode
             self._engine = PerExampleGradients(self._module, mode, params=self._encoder)
 

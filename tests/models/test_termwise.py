@@ -39,7 +39,7 @@ def settings_for(
     *,
     alpha: float = 1.0,
     partitions: int = 2,
-    gradients: PartitionGradients = PartitionGradients.AUTOGRAD,
+    gradients: PartitionGradients = PartitionGradients.ENGINE,
 ) -> TermwiseSettings:
     return TermwiseSettings(
         divergence=Divergence.MMD,
