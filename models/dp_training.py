@@ -74,9 +74,10 @@ class GradSampleMode(str, Enum):
     BK = "bk"
 
 
-#: The fastest correct mode on the conv VAE (benchmarks/bench_dp_epoch.py, 64x64x3, batch 32,
-#: one CPU thread, CPU time of an epoch against a non-private one): ew 2.8x, ghost 3.1x, hooks
-#: 3.3x, functorch 3.4x; on 8x8 digits ew 1.9x. Every mode also handles the LSTM VAE's DPLSTMs.
+#: The fastest correct mode (benchmarks/bench_dp_epoch.py, paper 003's 64x64x3 VAE, batch 32, one
+#: CPU thread, CPU time of an epoch against a non-private one): bk 1.16-1.39x, ew 2.8-3.3x,
+#: ghost 3.3x, hooks 3.3-3.6x, functorch 3.4-3.9x. On the LSTM VAE (DPLSTM) bk's clipped sum
+#: costs about 1.1x a non-private step, ew's 4.5x.
 DEFAULT_GRAD_SAMPLE_MODE = GradSampleMode.BK
 
 
