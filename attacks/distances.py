@@ -15,12 +15,25 @@ a member" (paper 003, Eq. 1: -mean MSE, or mean SSIM).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 
 import numpy as np
 import torch
+
+try:
+    import numba
+except ImportError:  # pragma: no cover - numba is a dependency; without it SSIM runs on torch
+    numba = None
+else:
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        # numba's default layer here is OpenMP (GNU libgomp, beside torch's own copy), under
+        # which the SSIM kernel took 4 times as long in benchmarks/bench_ssim.py, in CPU time
+        # too (0.12 against 0.03 ms a pair, 1 or 2 threads). The workqueue layer is not
+        # thread-safe: call the kernel from one Python thread at a time (the attack does).
+        numba.config.THREADING_LAYER = "workqueue"
 
 SSIM_WIN_SIZE = 7
 """Side of the uniform SSIM window (scikit-image's default when ``gaussian_weights=False``)."""
@@ -29,17 +42,23 @@ SSIM_K2 = 0.03
 SSIM_DATA_RANGE = 1.0
 """Images are assumed to lie in [0, 1]."""
 SSIM_BLOCK_ELEMENTS = 2**15
-"""Reconstructed pixels (pairs x C x H x W) per SSIM block on a CPU (2 pairs of 64x64x3). Its
-float64 buffers (about 100 bytes per pixel, 3 MB) stay near the core's L2 cache: on the 2-core
-benchmark machine blocks 8 and 32 times larger ran 1.6 and 2.4 times slower, and half this size
-10 % slower, from PyTorch's per-operation overhead (benchmarks/bench_ssim.py)."""
+"""Reconstructed pixels (pairs x C x H x W) per block of the torch SSIM path on a CPU, which runs
+when :data:`SSIM_NUMBA` is off (2 pairs of 64x64x3). Its float64 buffers (about 100 bytes per
+pixel, 3 MB) stay near the core's L2 cache: on the 2-core benchmark machine blocks 8 and 32 times
+larger ran 1.6 and 2.4 times slower, and half this size 10 % slower, from PyTorch's per-operation
+overhead (benchmarks/bench_ssim.py)."""
 SSIM_ACCELERATOR_BLOCK_ELEMENTS = 2**24
 """The same on an accelerator, where large blocks keep the device busy (about 1.7 GB)."""
 DISTANCE_CPU_THREADS = 1
-"""Intra-op threads the distances use on a CPU (torch's setting is restored afterwards). Their
-operations are short and memory-bound: on the shared 2-core benchmark machine a second thread made
-SSIM 2 to 10 times and MSE 5 times slower (threads waiting for each other at every operation while
-other processes hold the cores), and never clearly faster."""
+"""Intra-op threads of MSE and of the torch SSIM path on a CPU (torch's setting is restored
+afterwards; the numba SSIM kernel runs on torch's thread count instead). Their operations are
+short and memory-bound: on the shared 2-core benchmark machine a second thread made SSIM 2 to 10
+times and MSE 5 times slower (threads waiting for each other at every operation while other
+processes hold the cores), and never clearly faster."""
+SSIM_NUMBA = numba is not None
+"""Whether SSIM on CPU tensors runs the compiled numba kernel (:func:`_nb_ssim_to_records`, about
+5 times faster than the torch path on one core); otherwise, and on accelerators, it runs in
+float64 torch operations (:class:`_SsimKernel`). Both agree with scikit-image to about 1e-15."""
 MSE_BLOCK_ELEMENTS = 2**16
 """Reconstructed values per MSE block: a float64 working set of 512 KB, which stays in cache."""
 
@@ -266,6 +285,270 @@ class _SsimKernel:
         torch.sum(ssim_map.flatten(2), dim=2, out=out)
 
 
+def _njit(**options: object) -> Callable[[Callable], Callable]:
+    """numba's ``njit`` with an on-disk cache and IEEE division, or nothing without numba.
+
+    ``error_model="numpy"`` drops the ZeroDivisionError check that Python semantics put before
+    every division: that branch keeps LLVM from vectorising the SSIM formula, and the
+    denominators are positive anyway (they hold c1 and c2).
+    """
+    if numba is None:  # pragma: no cover
+        return lambda function: function
+    return numba.njit(cache=True, error_model="numpy", **options)
+
+
+_EXACT = {"contract"}
+"""Fast-math flags of the element-wise kernels: fused multiply-adds only, which round less."""
+_LANES = 8
+"""Rows of windows are padded to a multiple of 8 (the float64 lanes of AVX-512), so that a row of
+58 windows runs as 8 vector steps without a scalar remainder, and each window's SSIM is added to
+a per-column accumulator, summed once per pair instead of once per row: 10 % faster per pair."""
+
+
+@_njit(fastmath={"reassoc", "nsz", "contract"})
+def _nb_total(values: np.ndarray, n: int) -> float:
+    """Sum of values[:n]; reassociation lets LLVM add in vector lanes."""
+    total = 0.0
+    for j in range(n):
+        total += values[j]
+    return total
+
+
+@_njit(fastmath=_EXACT)
+def _nb_record_columns(y: np.ndarray, v: np.ndarray, vv: np.ndarray) -> None:
+    """v, vv <- sums of y and y^2 over rows 0-6 of the plane y (H, W), column by column."""
+    for j in range(y.shape[1]):
+        v[j] = 0.0
+        vv[j] = 0.0
+    for i in range(SSIM_WIN_SIZE):
+        for j in range(y.shape[1]):
+            b = np.float64(y[i, j])
+            v[j] += b
+            vv[j] += b * b
+
+
+@_njit(fastmath=_EXACT)
+def _nb_record_step(y: np.ndarray, i: int, v: np.ndarray, vv: np.ndarray) -> None:
+    """Move the column sums v, vv from rows i-1..i+5 to rows i..i+6 (a running sum)."""
+    for j in range(y.shape[1]):
+        b_in = np.float64(y[i + 6, j])
+        b_out = np.float64(y[i - 1, j])
+        v[j] += b_in - b_out
+        vv[j] += b_in * b_in - b_out * b_out
+
+
+@_njit(fastmath=_EXACT)
+def _nb_record_row(v: np.ndarray, vv: np.ndarray, sum_y: np.ndarray, b_total: np.ndarray) -> None:
+    """A record's terms along one (padded) row of windows: Sy, and n Syy + B2 and B1 offsets."""
+    for j in range(sum_y.shape[0]):
+        sum_y[j] = v[j] + v[j + 1] + v[j + 2] + v[j + 3] + v[j + 4] + v[j + 5] + v[j + 6]
+        sum_yy = vv[j] + vv[j + 1] + vv[j + 2] + vv[j + 3] + vv[j + 4] + vv[j + 5] + vv[j + 6]
+        b_total[j] = _WINDOW * sum_yy + (_B2_OFFSET + _B1_OFFSET)
+
+
+@_njit(fastmath=_EXACT)
+def _nb_record_terms(
+    y: np.ndarray, sum_y: np.ndarray, b_total: np.ndarray, v: np.ndarray, vv: np.ndarray
+) -> None:
+    """sum_y, b_total (C, H-6, padded W-6) of a record y (C, H, W); v, vv are scratch columns."""
+    for c in range(y.shape[0]):
+        _nb_record_columns(y[c], v, vv)
+        for i in range(y.shape[1] - 6):
+            if i > 0:
+                _nb_record_step(y[c], i, v, vv)
+            _nb_record_row(v, vv, sum_y[c, i], b_total[c, i])
+
+
+@_njit(fastmath=_EXACT)
+def _nb_pair_columns(
+    x: np.ndarray, y: np.ndarray, vx: np.ndarray, vxx: np.ndarray, vxy: np.ndarray
+) -> None:
+    """vx, vxx, vxy <- column sums of x, x^2 and x y over rows 0-6 of the planes x, y (H, W)."""
+    for j in range(x.shape[1]):
+        vx[j] = 0.0
+        vxx[j] = 0.0
+        vxy[j] = 0.0
+    for i in range(SSIM_WIN_SIZE):
+        for j in range(x.shape[1]):
+            a = np.float64(x[i, j])
+            b = np.float64(y[i, j])
+            vx[j] += a
+            vxx[j] += a * a
+            vxy[j] += a * b
+
+
+@_njit(fastmath=_EXACT)
+def _nb_pair_step(
+    x: np.ndarray, y: np.ndarray, i: int, vx: np.ndarray, vxx: np.ndarray, vxy: np.ndarray
+) -> None:
+    """Move the column sums vx, vxx, vxy from rows i-1..i+5 to rows i..i+6 (running sums)."""
+    for j in range(x.shape[1]):
+        a_in = np.float64(x[i + 6, j])
+        a_out = np.float64(x[i - 1, j])
+        b_in = np.float64(y[i + 6, j])
+        b_out = np.float64(y[i - 1, j])
+        vx[j] += a_in - a_out
+        vxx[j] += a_in * a_in - a_out * a_out
+        vxy[j] += a_in * b_in - a_out * b_out
+
+
+@_njit(fastmath=_EXACT)
+def _nb_pair_row(
+    vx: np.ndarray,
+    vxx: np.ndarray,
+    vxy: np.ndarray,
+    sum_y: np.ndarray,
+    b_total: np.ndarray,
+    acc: np.ndarray,
+) -> None:
+    """acc[j] += SSIM (without its factor 4) of the window at column j of one row of windows.
+
+    7-column sums of the column sums, then Wang et al.'s formula in the window-sum form of
+    :class:`_SsimKernel`: A1 A2 / (B1 B2). Runs over the padded row; the padding columns only
+    ever reach the padding of ``acc``, which is never summed.
+    """
+    for j in range(acc.shape[0]):
+        sx = vx[j] + vx[j + 1] + vx[j + 2] + vx[j + 3] + vx[j + 4] + vx[j + 5] + vx[j + 6]
+        sxx = vxx[j] + vxx[j + 1] + vxx[j + 2] + vxx[j + 3] + vxx[j + 4] + vxx[j + 5] + vxx[j + 6]
+        sxy = vxy[j] + vxy[j + 1] + vxy[j + 2] + vxy[j + 3] + vxy[j + 4] + vxy[j + 5] + vxy[j + 6]
+        sy = sum_y[j]
+        a1 = sx * sy + _A1_OFFSET
+        a2 = (_WINDOW * sxy + (_A2_OFFSET + _A1_OFFSET)) - a1
+        b1 = sx * sx + (sy * sy + _B1_OFFSET)
+        b2 = (b_total[j] + _WINDOW * sxx) - b1
+        acc[j] += (a1 * a2) / (b1 * b2)
+
+
+@_njit(fastmath=_EXACT)
+def _nb_pair_sum(
+    x: np.ndarray,
+    y: np.ndarray,
+    sum_y: np.ndarray,
+    b_total: np.ndarray,
+    columns: np.ndarray,
+    acc: np.ndarray,
+) -> float:
+    """Sum of the SSIM map (without its factor 4) of x against y, both (C, H, W), over every
+    channel and interior window; columns (3, padded W-6 + 6) and acc (padded W-6) are scratch."""
+    for j in range(acc.shape[0]):
+        acc[j] = 0.0
+    vx, vxx, vxy = columns[0], columns[1], columns[2]
+    for c in range(x.shape[0]):
+        _nb_pair_columns(x[c], y[c], vx, vxx, vxy)
+        for i in range(x.shape[1] - 6):
+            if i > 0:
+                _nb_pair_step(x[c], y[c], i, vx, vxx, vxy)
+            _nb_pair_row(vx, vxx, vxy, sum_y[c, i], b_total[c, i], acc)
+    return _nb_total(acc, x.shape[2] - 6)
+
+
+@_njit(fastmath=_EXACT)
+def _nb_both_columns(x: np.ndarray, y: np.ndarray, columns: np.ndarray) -> None:
+    """columns (4, >= W) <- column sums of x, y, x^2 + y^2 and x y over rows 0-6 of x, y (H, W)."""
+    vx, vy, vq, vxy = columns[0], columns[1], columns[2], columns[3]
+    for j in range(x.shape[1]):
+        vx[j] = 0.0
+        vy[j] = 0.0
+        vq[j] = 0.0
+        vxy[j] = 0.0
+    for i in range(SSIM_WIN_SIZE):
+        for j in range(x.shape[1]):
+            a = np.float64(x[i, j])
+            b = np.float64(y[i, j])
+            vx[j] += a
+            vy[j] += b
+            vq[j] += a * a + b * b
+            vxy[j] += a * b
+
+
+@_njit(fastmath=_EXACT)
+def _nb_both_step(x: np.ndarray, y: np.ndarray, i: int, columns: np.ndarray) -> None:
+    """Move the column sums of :func:`_nb_both_columns` from rows i-1..i+5 to rows i..i+6."""
+    vx, vy, vq, vxy = columns[0], columns[1], columns[2], columns[3]
+    for j in range(x.shape[1]):
+        a_in = np.float64(x[i + 6, j])
+        a_out = np.float64(x[i - 1, j])
+        b_in = np.float64(y[i + 6, j])
+        b_out = np.float64(y[i - 1, j])
+        vx[j] += a_in - a_out
+        vy[j] += b_in - b_out
+        vq[j] += (a_in * a_in + b_in * b_in) - (a_out * a_out + b_out * b_out)
+        vxy[j] += a_in * b_in - a_out * b_out
+
+
+@_njit(fastmath=_EXACT)
+def _nb_both_row(columns: np.ndarray, acc: np.ndarray) -> None:
+    """acc[j] += A1 A2 / (B1 B2) along one padded row of windows, as :func:`_nb_pair_row`, from
+    the window sums of x, y, x^2 + y^2 (all that B2 needs) and x y of a single pair."""
+    vx, vy, vq, vxy = columns[0], columns[1], columns[2], columns[3]
+    for j in range(acc.shape[0]):
+        sx = vx[j] + vx[j + 1] + vx[j + 2] + vx[j + 3] + vx[j + 4] + vx[j + 5] + vx[j + 6]
+        sy = vy[j] + vy[j + 1] + vy[j + 2] + vy[j + 3] + vy[j + 4] + vy[j + 5] + vy[j + 6]
+        sq = vq[j] + vq[j + 1] + vq[j + 2] + vq[j + 3] + vq[j + 4] + vq[j + 5] + vq[j + 6]
+        sxy = vxy[j] + vxy[j + 1] + vxy[j + 2] + vxy[j + 3] + vxy[j + 4] + vxy[j + 5] + vxy[j + 6]
+        a1 = sx * sy + _A1_OFFSET
+        a2 = (_WINDOW * sxy + (_A2_OFFSET + _A1_OFFSET)) - a1
+        b1 = sx * sx + (sy * sy + _B1_OFFSET)
+        b2 = (_WINDOW * sq + (_B2_OFFSET + _B1_OFFSET)) - b1
+        acc[j] += (a1 * a2) / (b1 * b2)
+
+
+@_njit(fastmath=_EXACT)
+def _nb_both_sum(x: np.ndarray, y: np.ndarray, columns: np.ndarray, acc: np.ndarray) -> float:
+    """:func:`_nb_pair_sum` for a lone pair: no record terms to store and read back, and four
+    running sums instead of the three of a sample plus the two of its record."""
+    for j in range(acc.shape[0]):
+        acc[j] = 0.0
+    for c in range(x.shape[0]):
+        _nb_both_columns(x[c], y[c], columns)
+        for i in range(x.shape[1] - 6):
+            if i > 0:
+                _nb_both_step(x[c], y[c], i, columns)
+            _nb_both_row(columns, acc)
+    return _nb_total(acc, x.shape[2] - 6)
+
+
+@_njit(parallel=True, fastmath=_EXACT)
+def _nb_ssim_to_records(
+    recon: np.ndarray, records: np.ndarray, n_tasks: int, out: np.ndarray
+) -> None:
+    """out (R, S) <- SSIM of recon (R, S, C, H, W) against records (R, C, H, W).
+
+    The R x S pairs, record by record, are cut into ``n_tasks`` runs of equal length (one for each
+    thread). A task computes a record's terms when its run reaches the record (once, or twice for
+    a record cut between two tasks) and keeps them in its own scratch, about 180 kB for 64x64x3,
+    which stays in the core's L2 cache while the record's samples pass. With one sample a record
+    (the pairwise :func:`ssim`) there is nothing to share, and :func:`_nb_both_sum` scores each
+    pair alone.
+    """
+    n_records, n_samples, channels, height, width = recon.shape
+    n_pairs = n_records * n_samples
+    padded = -(-(width - 6) // _LANES) * _LANES
+    scale = 4.0 / (channels * (height - 6) * (width - 6))
+    lone = n_samples == 1  # pairwise: no record terms to share (see _nb_both_sum)
+    terms = np.zeros((n_tasks, 2, channels, 0 if lone else height - 6, padded))
+    columns = np.zeros((n_tasks, 4, padded + 6))
+    accs = np.zeros((n_tasks, padded))
+    for task in numba.prange(n_tasks):
+        sum_y, b_total = terms[task, 0], terms[task, 1]
+        scratch = columns[task]
+        loaded = -1
+        for pair in range(task * n_pairs // n_tasks, (task + 1) * n_pairs // n_tasks):
+            record = pair // n_samples
+            if lone:
+                total = _nb_both_sum(recon[record, 0], records[record], scratch, accs[task])
+                out[record, 0] = total * scale
+                continue
+            if record != loaded:
+                _nb_record_terms(records[record], sum_y, b_total, scratch[0], scratch[1])
+                loaded = record
+            sample = pair - record * n_samples
+            total = _nb_pair_sum(
+                recon[record, sample], records[record], sum_y, b_total, scratch, accs[task]
+            )
+            out[record, sample] = total * scale
+
+
 def ssim_to_records(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
     """Mean structural similarity of each reconstruction to its record, equal to scikit-image.
 
@@ -289,12 +572,46 @@ def ssim_to_records(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
         Wang et al. (2004), Eq. 13, with scikit-image's uniform-window variant. Computed in
         float64: with float32 window sums, var = E[x^2] - E[x]^2 cancels on flat regions of
         bright images and SSIM drifts by up to 4e-5 from scikit-image's (2e-5 with each image
-        centred first), beyond the 1e-5 the tests allow. Runs in blocks of
-        :data:`SSIM_BLOCK_ELEMENTS` reconstructed pixels, with :data:`DISTANCE_CPU_THREADS`
-        intra-op threads on a CPU.
+        centred first), beyond the 1e-5 the tests allow. On a CPU a compiled numba kernel
+        (:func:`_nb_ssim_to_records`: running window sums, fused with the formula) scores the
+        pairs on torch's intra-op threads; on an accelerator, or with :data:`SSIM_NUMBA` off,
+        float64 torch operations do, in blocks of :data:`SSIM_BLOCK_ELEMENTS` pixels
+        (:data:`SSIM_ACCELERATOR_BLOCK_ELEMENTS`) with :data:`DISTANCE_CPU_THREADS` threads.
     """
     _check_to_records(recon, records)
     _check_images(records)
+    if SSIM_NUMBA and recon.device.type == "cpu":
+        return _ssim_to_records_numba(recon, records)
+    return _ssim_to_records_torch(recon, records)
+
+
+def _ssim_to_records_numba(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
+    """:func:`ssim_to_records` on a CPU through the compiled kernel :func:`_nb_ssim_to_records`.
+
+    float32 and float64 inputs go in as they are (a kernel is compiled for each, then cached on
+    disk); anything else is converted to float64 first. Runs with torch's intra-op thread count.
+    """
+    n_records, n_samples = recon.shape[:2]
+    out = np.empty((n_records, n_samples), dtype=np.float64)
+    if out.size == 0:
+        return torch.from_numpy(out)
+    dtype = recon.dtype
+    if dtype != records.dtype or dtype not in (torch.float32, torch.float64):
+        dtype = torch.float64
+    recon_np = recon.detach().to(dtype).contiguous().numpy()
+    records_np = records.detach().to(dtype).contiguous().numpy()
+    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    previous = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        _nb_ssim_to_records(recon_np, records_np, min(threads, out.size), out)
+    finally:
+        numba.set_num_threads(previous)
+    return torch.from_numpy(out)
+
+
+def _ssim_to_records_torch(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
+    """:func:`ssim_to_records` in float64 torch operations: accelerators, and the reference."""
     n_records, n_samples, channels, height, width = recon.shape
     out = torch.empty(n_records, n_samples, dtype=torch.float64, device=recon.device)
     on_cpu = recon.device.type == "cpu"
