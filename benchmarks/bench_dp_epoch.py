@@ -3,6 +3,7 @@
 grad-sample mode, and term-wise DP-Adam; print each against the non-private epoch.
 
   python benchmarks/bench_dp_epoch.py [--records 320 | --batches 10] [--repeats 2] [--device cpu]
+                                      [--model conv | lstm]
 
 Every path is the real training loop (``models.training.train_vae``,
 ``models.dp_training.train_dp_vae``, ``models.termwise.train_termwise_vae``) on random data,
@@ -40,12 +41,16 @@ from models.dp_training import (
     GradSampleMode,
     train_dp_vae,
 )
+from models.lstm_vae import LstmVAE
 from models.termwise import PartitionGradients, TermwiseSettings, train_termwise_vae
 from models.training import Pair, VAETrainSettings, train_vae
 from models.vae import ConditionalConvVAE
 
 SHAPE = (3, 64, 64)
 CLASSES, LATENT = 20, 100
+#: Paper 003's MotionSense records: 10 s windows at 50 Hz of 12 device-motion channels, 6 classes.
+SERIES_SHAPE = (500, 12)
+SERIES_CLASSES = 6
 
 
 def parse_args() -> argparse.Namespace:
@@ -58,6 +63,14 @@ def parse_args() -> argparse.Namespace:
         help="batches per epoch (sets --records to batches * batch size)",
     )
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument(
+        "--model",
+        choices=["conv", "lstm"],
+        default="conv",
+        help="conv: paper 003's 64x64x3 VAE; lstm: its LSTM VAE on 500 x 12 series (the "
+        "non-private epoch uses fused nn.LSTMs, DP epochs Opacus's DPLSTM, as the pipeline does)",
+    )
+    p.add_argument("--length", type=int, default=SERIES_SHAPE[0], help="series length (lstm)")
     p.add_argument("--repeats", type=int, default=1, help="timed epochs per path (fastest kept)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores)")
@@ -75,16 +88,32 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def random_data(n: int, seed: int = 0) -> Pair:
+def random_data(n: int, model: str, length: int, seed: int = 0) -> Pair:
     gen = torch.Generator().manual_seed(seed)
+    if model == "lstm":
+        x = torch.rand(n, length, SERIES_SHAPE[1], generator=gen) * 2 - 1
+        return x, torch.randint(0, SERIES_CLASSES, (n,), generator=gen)
     return torch.rand(n, *SHAPE, generator=gen), torch.randint(0, CLASSES, (n,), generator=gen)
 
 
-def make_model(device: str) -> ConditionalConvVAE:
+def make_model(device: str, model: str, length: int, *, private: bool) -> torch.nn.Module:
     torch.manual_seed(0)
-    vae = ConditionalConvVAE(
-        channels=SHAPE[0], height=SHAPE[1], width=SHAPE[2], num_classes=CLASSES, latent_dim=LATENT
-    )
+    if model == "lstm":
+        vae = LstmVAE(
+            length=length,
+            features=SERIES_SHAPE[1],
+            num_classes=SERIES_CLASSES,
+            latent_dim=LATENT,
+            per_example_gradients=private,
+        )
+    else:
+        vae = ConditionalConvVAE(
+            channels=SHAPE[0],
+            height=SHAPE[1],
+            width=SHAPE[2],
+            num_classes=CLASSES,
+            latent_dim=LATENT,
+        )
     return vae.to(device)
 
 
@@ -118,11 +147,12 @@ def paths(device: str, modes: list[str]) -> dict[str, Callable[..., object]]:
 
 
 def time_once(
-    run: Callable[..., object], data: Pair, settings: VAETrainSettings, device: str
+    name: str, run: Callable[..., object], data: Pair, settings: VAETrainSettings, args
 ) -> tuple[float, float]:
     """(wall seconds, CPU seconds of this process) of one epoch of ``run``."""
+    device = args.device
     empty = (data[0][:0], data[1][:0])
-    model = make_model(device)
+    model = make_model(device, args.model, args.length, private=name != "non-private")
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     wall, cpu = time.perf_counter(), time.process_time()
@@ -136,14 +166,19 @@ def main() -> None:
     args = parse_args()
     threads = args.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
-    data = random_data(args.records)
+    data = random_data(args.records, args.model, args.length)
     warm = (data[0][: args.batch_size], data[1][: args.batch_size])
     settings = VAETrainSettings(
         epochs=1, batch_size=args.batch_size, lr=1e-3, beta=1.0, seed=0, device=args.device
     )
     steps = math.ceil(args.records / args.batch_size)
+    what = (
+        f"LSTM VAE on {args.length} x {SERIES_SHAPE[1]} series ({SERIES_CLASSES} classes"
+        if args.model == "lstm"
+        else f"64x64x3 conditional VAE ({CLASSES} classes"
+    )
     print(
-        f"64x64x3 conditional VAE (latent {LATENT}, {CLASSES} classes), {args.records} random "
+        f"{what}, latent {LATENT}), {args.records} random "
         f"records, batch {args.batch_size}, {steps} steps/epoch, device {args.device}, "
         f"{threads} threads, torch {torch.__version__}, fastest of {args.repeats} "
         "interleaved epoch(s)"
@@ -152,13 +187,13 @@ def main() -> None:
     best: dict[str, tuple[float, float]] = {}
     for name, run in list(runs.items()):
         try:
-            time_once(run, warm, settings, args.device)  # one step: allocations, kernel choice
+            time_once(name, run, warm, settings, args)  # one step: allocations, kernel choice
         except Exception as exc:  # noqa: BLE001 - report a mode that cannot run and go on
             print(f"{name}: failed, {type(exc).__name__}: {exc}")
             del runs[name]
     for _ in range(args.repeats):  # interleaved, so that load changes hit every path alike
         for name, run in runs.items():
-            wall, cpu = time_once(run, data, settings, args.device)
+            wall, cpu = time_once(name, run, data, settings, args)
             old_wall, old_cpu = best.get(name, (math.inf, math.inf))
             best[name] = (min(old_wall, wall), min(old_cpu, cpu))
     print(
