@@ -39,7 +39,7 @@ def _positive_int_or_all(text: str) -> int | None:
 
 
 def build_run_parser() -> argparse.ArgumentParser:
-    from audit.config import PROFILES, MechanismName, ProfileName
+    from audit.config import PROFILES, SERIES_EPOCHS, MechanismName, ProfileName
     from audit.datasets import dataset_names
 
     p = OneLineParser(
@@ -80,7 +80,15 @@ def build_run_parser() -> argparse.ArgumentParser:
         "--data-home",
         type=Path,
         default=None,
-        help="where downloadable datasets (LFW) live or are downloaded to",
+        help="where downloadable datasets (LFW, MotionSense) live or are downloaded to",
+    )
+    p.add_argument(
+        "--window-stride",
+        type=int,
+        default=None,
+        metavar="N",
+        help="motionsense: samples between the starts of consecutive 10 s windows of a "
+        "recording (default 500: non-overlapping; 250: half overlap); recorded in every cell",
     )
     p.add_argument(
         "--grid",
@@ -111,7 +119,13 @@ def build_run_parser() -> argparse.ArgumentParser:
 
     prof = p.add_argument_group("profile overrides (defaults come from --profile)")
     std = PROFILES[ProfileName.STANDARD]
-    prof.add_argument("--epochs", type=int, help=f"target VAE epochs (standard: {std.epochs})")
+    quick_series = SERIES_EPOCHS[ProfileName.QUICK]
+    prof.add_argument(
+        "--epochs",
+        type=int,
+        help=f"target VAE epochs (standard: {std.epochs}; quick: "
+        f"{PROFILES[ProfileName.QUICK].epochs}, {quick_series} for series datasets)",
+    )
     prof.add_argument("--batch-size", type=int, help=f"VAE batch size (standard: {std.batch_size})")
     prof.add_argument("--lr", type=float, help=f"VAE Adam learning rate (standard: {std.lr})")
     prof.add_argument("--latent-dim", type=int, help=f"latent size d (standard: {std.latent_dim})")
@@ -217,18 +231,19 @@ PROFILE_FIELDS = (
 
 def config_from_args(args: argparse.Namespace):  # -> SweepConfig
     from audit.config import (
-        PROFILES,
         MechanismName,
         ProfileName,
         SweepConfig,
         override_profile,
         parse_enum,
+        profile_for,
     )
+    from audit.datasets import dataset_modality
     from audit.mechanisms import available_mechanisms, get_mechanism
 
     profile_name = ProfileName(args.profile)
     overrides = {f: getattr(args, f) for f in PROFILE_FIELDS if hasattr(args, f)}
-    profile = PROFILES[profile_name]
+    profile = profile_for(profile_name, dataset_modality(args.dataset))
     for name in ("attack_records", "max_train"):  # 'all' is None, which must still override
         if name in overrides and overrides[name] is None:
             from dataclasses import replace
@@ -261,6 +276,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         overwrite=args.overwrite,
         progress=args.progress,
         mech_options=options,
+        window_stride=args.window_stride,
     )
 
 

@@ -38,7 +38,7 @@ def build_report_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="benchmark.py report",
         description="Tables, sweet spots and figures (paper 003, Figures 3-6) from DIR/runs.csv; "
-        "attack curves and image grids also read DIR/cells/ where present.",
+        "attack curves and reconstruction grids also read DIR/cells/ where present.",
     )
     p.add_argument("dir", type=Path, metavar="DIR", help="a sweep's output directory")
     p.add_argument(
@@ -70,13 +70,14 @@ def build_report_parser() -> argparse.ArgumentParser:
         "--data-home",
         type=Path,
         default=None,
-        help="where downloadable datasets (LFW) live, for the image grids",
+        help="where downloadable datasets (LFW, MotionSense) live, for the grids",
     )
     p.add_argument(
         "--no-images",
         dest="images",
         action="store_false",
-        help="skip the image grids (they reload the data and the models)",
+        help="skip the reconstruction and sample grids (image grids, or line plots for "
+        "series; they reload the data and the models)",
     )
     _verbosity(p)
     return p

@@ -287,11 +287,12 @@ def load_npz(path: Path) -> Dataset:
     return Dataset(f"npz:{path.name}", x, y.astype(np.int64), tuple(str(c) for c in classes))
 
 
-def load_motionsense(data_home: Path | None = None) -> Dataset:
-    """MotionSense device-motion windows (10 s at 50 Hz) from ``--data-home``."""
+def load_motionsense(data_home: Path | None = None, *, window_stride: int | None = None) -> Dataset:
+    """MotionSense device-motion windows (10 s at 50 Hz, a new one every ``window_stride``
+    samples; default 500, non-overlapping) from ``--data-home``, downloaded there if absent."""
     from audit.motionsense import load_motionsense as load
 
-    return load(data_home)
+    return load(data_home, stride=window_stride)
 
 
 def load_basicmotions(data_home: Path | None = None) -> Dataset:
@@ -310,6 +311,9 @@ LOADERS: dict[str, Callable[[Path | None], Dataset]] = {
     "basicmotions": load_basicmotions,
 }
 SERIES_DATASETS = frozenset({"motionsense", "basicmotions"})
+#: Datasets cut into windows from longer recordings, and their default window stride (samples).
+WINDOWED_DATASETS: dict[str, int] = {"motionsense": 500}
+WINDOWED_LOADERS: dict[str, Callable[..., Dataset]] = {"motionsense": load_motionsense}
 
 
 def dataset_names() -> list[str]:
@@ -329,10 +333,38 @@ def dataset_modality(name: str) -> Modality:
     return Modality.SERIES if name in SERIES_DATASETS else Modality.IMAGE
 
 
-def load_dataset(name: str, *, data_home: Path | None = None) -> Dataset:
-    """Load a dataset by registry name (see :data:`LOADERS`, or ``npz:PATH``)."""
+def resolve_window_stride(name: str, stride: int | None) -> int | None:
+    """The window stride a dataset is loaded with: ``stride`` or the dataset's default for a
+    windowed dataset (:data:`WINDOWED_DATASETS`), None for the others.
+
+    Raises ValueError for a stride that is not a positive integer, or one given for a dataset
+    whose records are not cut into windows.
+    """
     check_dataset_name(name)
+    if stride is None:
+        return WINDOWED_DATASETS.get(name)
+    if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
+        raise ValueError(f"window stride must be a positive integer, got {stride!r}")
+    if name not in WINDOWED_DATASETS:
+        raise ValueError(
+            f"--window-stride applies to datasets cut into windows "
+            f"({', '.join(WINDOWED_DATASETS)}), not to {name!r}"
+        )
+    return stride
+
+
+def load_dataset(
+    name: str, *, data_home: Path | None = None, window_stride: int | None = None
+) -> Dataset:
+    """Load a dataset by registry name (see :data:`LOADERS`, or ``npz:PATH``).
+
+    ``window_stride``: for a windowed dataset (:data:`WINDOWED_DATASETS`), the step between the
+    starts of consecutive windows of one recording (default: the dataset's); refused otherwise.
+    """
+    stride = resolve_window_stride(name, window_stride)
     if name.startswith(NPZ_PREFIX):
         return load_npz(Path(name[len(NPZ_PREFIX) :]))
     log.info("loading dataset %s", name)
+    if stride is not None:
+        return WINDOWED_LOADERS[name](data_home, window_stride=stride)
     return LOADERS[name](data_home)

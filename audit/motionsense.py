@@ -5,20 +5,42 @@ Layout: ``A_DeviceMotion_data/<activity>_<trial>/sub_<n>.csv`` with an unnamed i
 the 12 columns of :data:`COLUMNS`, sampled at 50 Hz. Each recording is cut into 10 s windows
 (500 samples; non-overlapping unless a stride is given), each labelled by its activity.
 
-No download is attempted: the archive's checksum is not pinned here, and unverified data would
-make results irreproducible. The user fetches ``data/A_DeviceMotion_data.zip`` from the MotionSense
-repository, unzips it and passes the folder as ``--data-home``.
+Where the data comes from: ``--data-home DIR`` (``DIR/A_DeviceMotion_data`` or DIR itself), else
+scikit-learn's data home (``~/scikit_learn_data/motionsense``, ``$SCIKIT_LEARN_DATA``). When
+the CSVs are not there, the archive :data:`URL` is downloaded once and verified before anything
+is extracted; without a network that fails with one line naming ``--data-home`` and the URL.
+
+Verification: no checksum of the archive is published (the MotionSense repository gives none,
+and no public code we could find pins one), so none can be pinned here. What can be verified is:
+every member's CRC-32 (``ZipFile.testzip``: the archive is intact as its author zipped it), the
+layout (every CSV member is ``A_DeviceMotion_data/<activity>_<trial>/sub_<n>.csv``; macOS
+metadata and other non-CSV members are skipped) and every CSV's header (the 12 device-motion
+columns). The archive's SHA-256 and each extracted file's CRC-32 and size then go into
+:data:`MANIFEST` beside the data: later runs check the files against it (a changed or missing
+file is refused), and a later download must hash to the recorded SHA-256, so a changed archive
+upstream is detected rather than silently mixed into results (trust on first use).
 """
 
 from __future__ import annotations
 
+import hashlib
+import http.client
 import logging
+import os
 import re
+import shutil
+import tempfile
+import time
+import urllib.request
+import zipfile
+import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from audit import io
 from audit.datasets import Dataset, DatasetUnavailable, Modality
 from audit.series import windows
 
@@ -26,6 +48,11 @@ log = logging.getLogger(__name__)
 
 NAME = "motionsense"
 FOLDER = "A_DeviceMotion_data"
+#: The device-motion archive in the MotionSense repository (github.com/mmalekzadeh/motion-sense).
+URL = f"https://github.com/mmalekzadeh/motion-sense/raw/master/data/{FOLDER}.zip"
+#: Written beside ``FOLDER`` after a verified download: the archive's SHA-256, the files' CRC-32.
+MANIFEST = f"{FOLDER}.manifest.json"
+DOWNLOAD_TIMEOUT_S = 60
 #: Activity codes in the MotionSense repository's label order (paper 003, Figure 7: classes 0-3
 #: are movements, 4 and 5 standing and sitting).
 ACTIVITIES = ("dws", "ups", "wlk", "jog", "std", "sit")
@@ -42,17 +69,24 @@ SPLIT_FRACTIONS = (0.1, 0.1, 0.8)
 
 _TRIAL = re.compile(rf"^({'|'.join(ACTIVITIES)})_(\d+)$")
 _SUBJECT = re.compile(r"^sub_(\d+)\.csv$")
+_MEMBER = re.compile(rf"^{FOLDER}/({'|'.join(ACTIVITIES)})_\d+/sub_\d+\.csv$")
+_SKIPPED_MEMBER = re.compile(r"(^__MACOSX/)|(/$)|((^|/)\.DS_Store$)")
 
 
 def _unavailable(data_home: Path | None, reason: str) -> DatasetUnavailable:
     where = f"--data-home {data_home}" if data_home else "no --data-home given"
     return DatasetUnavailable(
         f"dataset {NAME!r} needs the MotionSense device-motion CSVs "
-        f"({FOLDER}/<activity>_<trial>/sub_<n>.csv): {reason} ({where}); it is not downloaded "
-        f"here, as no checksum of the archive is pinned: fetch data/{FOLDER}.zip from the "
-        f"MotionSense repository (github.com/mmalekzadeh/motion-sense), unzip it into DIR and "
-        f"pass --data-home DIR"
+        f"({FOLDER}/<activity>_<trial>/sub_<n>.csv): {reason} ({where}); fetch {URL} where the "
+        f"internet is reachable, unzip it into DIR and pass --data-home DIR"
     )
+
+
+def default_home() -> Path:
+    """Where MotionSense is looked for and downloaded to without ``--data-home``: the
+    ``motionsense`` folder of scikit-learn's data home (not created here)."""
+    base = os.environ.get("SCIKIT_LEARN_DATA", str(Path.home() / "scikit_learn_data"))
+    return Path(base).expanduser() / NAME
 
 
 def find_root(data_home: Path | None) -> Path:
@@ -63,6 +97,190 @@ def find_root(data_home: Path | None) -> Path:
         if root.is_dir() and any(_TRIAL.match(p.name) and p.is_dir() for p in root.iterdir()):
             return root
     raise _unavailable(data_home, f"no {FOLDER} folder with <activity>_<trial> folders found")
+
+
+# ---- download and verification -----------------------------------------------------------------
+
+
+def fetch(url: str, dest: Path) -> None:
+    """Download ``url`` to ``dest``; raises OSError (or an HTTPException) when it cannot."""
+    request = urllib.request.Request(url, headers={"User-Agent": "dpvae-audit"})
+    with (
+        urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_S) as response,
+        open(dest, "wb") as out,
+    ):
+        shutil.copyfileobj(response, out)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _refuse(archive: str, reason: str) -> DatasetUnavailable:
+    return DatasetUnavailable(
+        f"dataset {NAME!r}: the downloaded archive {archive} is refused: {reason}; nothing was "
+        f"extracted (fetch {URL} yourself, check it, unzip it into DIR and pass --data-home DIR)"
+    )
+
+
+def verify_archive(path: Path, *, source: str = URL) -> list[zipfile.ZipInfo]:
+    """The archive's CSV members after checking every member's CRC-32, the layout and each CSV's
+    header; raises DatasetUnavailable (one line) on the first problem."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()  # reads every member and checks its CRC-32
+            if bad is not None:
+                raise _refuse(source, f"member {bad!r} fails its CRC-32 check (corrupted)")
+            members = [m for m in archive.infolist() if not _SKIPPED_MEMBER.search(m.filename)]
+            stray = [m.filename for m in members if m.filename.lower().endswith(".csv")
+                     and not _MEMBER.match(m.filename)]  # fmt: skip
+            if stray:
+                raise _refuse(
+                    source,
+                    f"{len(stray)} CSV member(s) outside {FOLDER}/<activity>_<trial>/sub_<n>.csv, "
+                    f"e.g. {stray[0]!r}",
+                )
+            csvs = [m for m in members if _MEMBER.match(m.filename)]
+            if not csvs:
+                raise _refuse(source, f"no {FOLDER}/<activity>_<trial>/sub_<n>.csv member")
+            for member in csvs:
+                with archive.open(member) as fh:
+                    header = fh.readline().decode("utf-8", "replace")
+                fields = {f.strip().strip('"') for f in header.split(",")}
+                missing = [c for c in COLUMNS if c not in fields]
+                if missing:
+                    raise _refuse(source, f"{member.filename!r} lacks column(s) {missing}")
+            return csvs
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        raise _refuse(source, f"not a readable zip archive ({exc})") from None
+
+
+def _recorded(manifest: Path) -> dict[str, Any] | None:
+    if not manifest.is_file():
+        return None
+    try:
+        data = io.read_json(manifest)
+        if not (
+            isinstance(data.get("archive_sha256"), str) and isinstance(data.get("files"), dict)
+        ):
+            raise ValueError("no archive_sha256 and files")
+    except ValueError as exc:
+        raise DatasetUnavailable(
+            f"dataset {NAME!r}: manifest {str(manifest)!r} is unreadable ({exc}); delete it and "
+            f"{FOLDER} beside it to download the archive again"
+        ) from None
+    return data
+
+
+def download(home: Path, *, data_home_given: bool = True) -> Path:
+    """Download :data:`URL`, verify it (:func:`verify_archive`; against the SHA-256 of an earlier
+    download where :data:`MANIFEST` records one), extract its CSVs into ``home/FOLDER`` and write
+    the manifest; returns ``home/FOLDER``. Nothing is written to ``home`` unless all checks pass.
+    """
+    home = Path(home)
+    named = home if data_home_given else None
+    if (home / FOLDER).exists():
+        raise _unavailable(
+            named, f"{home / FOLDER} exists without <activity>_<trial> folders; move it away"
+        )
+    with tempfile.TemporaryDirectory(prefix="motionsense-") as tmp:
+        archive = Path(tmp) / f"{FOLDER}.zip"
+        try:
+            fetch(URL, archive)
+        except (OSError, http.client.HTTPException) as exc:
+            reason = str(getattr(exc, "reason", "") or exc) or type(exc).__name__
+            raise _unavailable(
+                named, f"they are not in {home} and downloading failed ({reason})"
+            ) from None
+        digest = sha256_of(archive)
+        previous = _recorded(home / MANIFEST)
+        if previous is not None and previous["archive_sha256"] != digest:
+            raise _refuse(
+                URL,
+                f"its SHA-256 {digest} differs from the {previous['archive_sha256']} recorded in "
+                f"{home / MANIFEST} at the first download (the file changed upstream)",
+            )
+        csvs = verify_archive(archive)
+        staging = Path(tempfile.mkdtemp(prefix=f".{FOLDER}.", dir=_made(home)))
+        try:
+            with zipfile.ZipFile(archive) as zf:
+                for member in csvs:  # names matched _MEMBER: no absolute paths, no '..'
+                    zf.extract(member, staging)
+            (staging / FOLDER).rename(home / FOLDER)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        files = {m.filename.removeprefix(f"{FOLDER}/"): _entry(m) for m in csvs}
+        io.write_json(
+            home / MANIFEST,
+            {
+                "url": URL,
+                "archive_sha256": digest,
+                "archive_bytes": archive.stat().st_size,
+                "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "files": files,
+            },
+        )
+    log.info("MotionSense: %d CSVs from %s (SHA-256 %s) in %s", len(files), URL, digest, home)
+    return home / FOLDER
+
+
+def _made(home: Path) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def _entry(member: zipfile.ZipInfo) -> dict[str, Any]:
+    return {"crc32": f"{member.CRC:08x}", "bytes": member.file_size}
+
+
+def crc32_of(path: Path) -> str:
+    crc = 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            crc = zlib.crc32(block, crc)
+    return f"{crc:08x}"
+
+
+def check_against_manifest(root: Path) -> None:
+    """Where ``root`` came from a verified download (a manifest beside it), every file it lists
+    must be there with its recorded size and CRC-32; raises DatasetUnavailable otherwise."""
+    recorded = _recorded(root.parent / MANIFEST) if root.name == FOLDER else None
+    if recorded is None:
+        return
+    for name, entry in recorded["files"].items():
+        path = root / name
+        if not path.is_file():
+            problem = "is missing"
+        elif path.stat().st_size != entry["bytes"] or crc32_of(path) != entry["crc32"]:
+            problem = "differs from the verified download (size or CRC-32)"
+        else:
+            continue
+        raise DatasetUnavailable(
+            f"dataset {NAME!r}: {str(path)!r} {problem} recorded in {root.parent / MANIFEST}; "
+            f"delete {root} and the manifest to download the archive again"
+        )
+
+
+def locate(data_home: Path | None, *, allow_download: bool = True) -> Path:
+    """The folder of ``<activity>_<trial>`` folders: found under ``data_home`` (or
+    :func:`default_home`), else downloaded there when ``allow_download``; checked against its
+    manifest when it has one."""
+    home = Path(data_home) if data_home is not None else default_home()
+    try:
+        root = find_root(home)
+    except DatasetUnavailable:
+        if not allow_download:
+            raise
+        root = download(home, data_home_given=data_home is not None)
+    check_against_manifest(root)
+    return root
+
+
+# ---- reading -----------------------------------------------------------------------------------
 
 
 def recordings(root: Path) -> list[tuple[str, int, int, Path]]:
@@ -93,17 +311,23 @@ def read_recording(path: Path) -> np.ndarray:
 
 
 def load_motionsense(
-    data_home: Path | None, *, window: int = WINDOW, stride: int | None = None
+    data_home: Path | None,
+    *,
+    window: int = WINDOW,
+    stride: int | None = None,
+    allow_download: bool = True,
 ) -> Dataset:
     """MotionSense windows (N, ``window``, 12) in sensor units, labelled by activity.
 
     ``stride`` (default ``window``: non-overlapping) is the step between window starts within
     one recording; windows never cross recordings. Class names are the activities present, in
     :data:`ACTIVITIES` order. Scaling to [-1, 1] happens per cell from D_train
-    (``Dataset.scale_on_train``).
+    (``Dataset.scale_on_train``). Where the CSVs come from: :func:`locate`.
     """
     stride = window if stride is None else stride
-    root = find_root(data_home)
+    if not (isinstance(stride, int) and stride >= 1):
+        raise ValueError(f"window stride must be a positive integer, got {stride!r}")
+    root = locate(data_home, allow_download=allow_download)
     found = recordings(root)
     if not found:
         raise _unavailable(data_home, f"no sub_<n>.csv files under {root}")

@@ -19,6 +19,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from audit import io
 from audit.config import MechanismName
@@ -308,6 +309,46 @@ def image_grid(
                 if r == 0 and c < len(column_titles):
                     ax.set_title(column_titles[c], fontsize=8)
             axes[r, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
+        fig.suptitle(title)
+    return fig
+
+
+#: y-range of the series panels: the data's [-1, 1] (D_train's scale) with room for the records
+#: of D_test that fall slightly outside it.
+SERIES_YLIM = (-1.25, 1.25)
+
+
+def series_grid(
+    rows: Sequence[tuple[str, np.ndarray]], *, column_titles: Sequence[str], title: str
+) -> Figure:
+    """A grid of sensor series, one labelled row per entry: arrays (K, T, F) scaled to about
+    [-1, 1]; each panel is one record, one line per channel (the same colour in every panel),
+    on a shared time axis and y-range, so that rows (noise levels) compare at a glance."""
+    n_cols = max(len(series) for _, series in rows)
+    n_channels = max(series.shape[2] for _, series in rows if len(series))
+    colors = sns.color_palette("husl", n_channels)
+    with _style():
+        fig = Figure(figsize=(2.0 * n_cols + 1.6, 1.2 * len(rows) + 1.3), layout="constrained")
+        axes = fig.subplots(len(rows), n_cols, squeeze=False, sharex=True, sharey=True)
+        for r, (label, series) in enumerate(rows):
+            for c in range(n_cols):
+                ax = axes[r, c]
+                if c < len(series):
+                    for f in range(series.shape[2]):
+                        ax.plot(series[c][:, f], color=colors[f], linewidth=0.7)
+                else:
+                    ax.set_axis_off()
+                ax.set_ylim(*SERIES_YLIM)
+                ax.tick_params(labelsize=6)
+                if r == 0 and c < len(column_titles):
+                    ax.set_title(column_titles[c], fontsize=8)
+            axes[r, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
+        for ax in axes[-1]:
+            ax.set_xlabel("time step", fontsize=7)
+        handles = [
+            Line2D([], [], color=colors[f], label=f"channel {f + 1}") for f in range(n_channels)
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(n_channels, 6), fontsize=7)
         fig.suptitle(title)
     return fig
 

@@ -1,8 +1,9 @@
 """A sweep's report: tables, sweet spots and figures from ``DIR/runs.csv`` (paper 003, Section 5).
 
 Numbers come from ``runs.csv`` only. The attack curves read ``cells/<hash>/scores.npz`` and the
-image grids ``cells/<hash>/{config.json, model.pt}``; a figure whose inputs are missing or do not
-fit is skipped with a logged warning and listed in ``report.md``.
+reconstruction and sample grids (:mod:`audit.report_grids`: images as image grids, sensor series
+as line plots) ``cells/<hash>/{config.json, model.pt}``; a figure whose inputs are missing or do
+not fit is skipped with a logged warning and listed in ``report.md``.
 
 Every number is the mean over seeds with the half-width of its 95 % Student-t interval
 (:mod:`audit.stats`); one seed shows the value alone.
@@ -11,8 +12,6 @@ Every number is the mean over seeds with the half-width of its 95 % Student-t in
 from __future__ import annotations
 
 import logging
-import math
-import pickle
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,30 +19,25 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 from matplotlib.figure import Figure
 
 from attacks import precision_recall_curve, roc_curve
 from audit import io
 from audit.check import param_label, read_runs
-from audit.config import CellConfig, MechanismName, Profile
-from audit.datasets import Dataset, load_dataset, stratified_split
-from audit.pipeline import attack_set, cell_data
+from audit.config import MechanismName
 from audit.plots import (
     CurveBand,
     RefLine,
     SettingCurves,
     accuracy_vs_epsilon,
     attack_curves,
-    image_grid,
     mi_ap_vs_epsilon,
     phi_bars,
     save_figure,
 )
-from audit.seeding import Purpose, torch_generator
-from audit.stats import MeanInterval, column_intervals, summarise
+from audit.report_grids import grid_figures
+from audit.stats import MeanInterval, column_intervals, format_epsilon, summarise
 from audit.sweep import CELLS_DIR, RUNS_CSV
-from models.vae import ConditionalConvVAE
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +63,6 @@ REQUIRED_COLUMNS = (
 )
 SETTING = ("dataset", "profile", "mech", "param_name", "param_value", "param_label")
 CURVE_GRID = np.linspace(0.0, 1.0, 201)
-N_IMAGES = 4  # members and non-members per reconstruction grid
-# What a stale, foreign or damaged cell raises while it is loaded for the image grids.
-CELL_ERRORS = (ValueError, KeyError, TypeError, OSError, RuntimeError, pickle.UnpicklingError)
 _MECH_RANK = {m.value: i for i, m in enumerate(MechanismName)}
 NONE = MechanismName.NONE.value
 
@@ -362,226 +353,6 @@ def curve_figures(
     return figures
 
 
-# ---- image grids from cells/<hash>/{config.json, model.pt} (paper 003, Figure 6) ---------------
-
-
-def load_cell_config(cell_dir: Path) -> CellConfig:
-    """The CellConfig a cell directory was run with; its hash must name the directory."""
-    data = io.read_json(Path(cell_dir) / "config.json")
-    c = data["config"]
-    cell = CellConfig(
-        dataset=c["dataset"],
-        mech=MechanismName(c["mech"]),
-        param_name=c["param_name"],
-        param_value=c["param_value"],
-        seed=int(c["seed"]),
-        profile=Profile(**c["profile"]),
-        options=tuple(c["options"].items()),
-    )
-    if cell.config_hash != data["hash"] or Path(cell_dir).name != data["hash"]:
-        raise ValueError(
-            f"config.json of {cell_dir} hashes to {cell.config_hash}, not to its "
-            f"recorded hash {data['hash']} and directory name"
-        )
-    return cell
-
-
-def load_model(cell_dir: Path, cell: CellConfig, dataset: Dataset) -> ConditionalConvVAE:
-    """The cell's trained target VAE, in eval mode (RuntimeError if the weights do not fit)."""
-    state = io.load_state(Path(cell_dir) / "model.pt")
-    if state.get("schema_version") != io.SCHEMA_VERSION:
-        raise ValueError(
-            f"model.pt schema_version {state.get('schema_version')!r}, this code "
-            f"reads {io.SCHEMA_VERSION}"
-        )
-    channels, height, width = dataset.shape
-    model = ConditionalConvVAE(
-        channels=channels,
-        height=height,
-        width=width,
-        num_classes=dataset.num_classes,
-        latent_dim=cell.profile.latent_dim,
-    )
-    model.load_state_dict(state["model"])
-    return model.eval()
-
-
-@dataclass(frozen=True)
-class _GridCell:
-    mech: str
-    label: str
-    model: ConditionalConvVAE
-    records: tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # x, y, is_member
-
-
-def _attack_records(
-    dataset: Dataset, cell: CellConfig, k: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Up to k members then k non-members of the cell's D_atk (unperturbed), classes in turn:
-    (x (n, C, H, W), y (n,), is_member (n,) bool)."""
-    split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=cell.seed)
-    atk = attack_set(cell_data(dataset, split, cell), cell)
-    y = atk.y.numpy()
-    idx = np.concatenate(
-        [_classes_in_turn(np.flatnonzero(m), y, k) for m in (atk.is_member, ~atk.is_member)]
-    )
-    return atk.x[idx], atk.y[idx], torch.from_numpy(atk.is_member[idx])
-
-
-def _classes_in_turn(idx: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
-    """The first k of ``idx`` ordered as: first of each class, then second of each class, ..."""
-    labels = y[idx]
-    rank = np.zeros(len(idx), dtype=int)
-    for c in np.unique(labels):
-        rank[labels == c] = np.arange(int((labels == c).sum()))
-    return idx[np.lexsort((labels, rank))][:k]
-
-
-def _grid_cell(cell_dir: Path, row: pd.Series, dataset: Dataset) -> _GridCell:
-    cell = load_cell_config(cell_dir)
-    if (cell.dataset, cell.mech.value, cell.seed) != (row["dataset"], row["mech"], row["seed"]):
-        raise ValueError(
-            f"config.json says {cell.dataset}/{cell.mech.value}/seed {cell.seed}, "
-            f"runs.csv says {row['dataset']}/{row['mech']}/seed {row['seed']}"
-        )
-    label = (
-        "non-private"
-        if row["mech"] == NONE
-        else (f"{row['param_label']}\n(ε={format_epsilon(row['epsilon'])})")
-    )
-    return _GridCell(
-        row["mech"],
-        label,
-        load_model(cell_dir, cell, dataset),
-        _attack_records(dataset, cell, N_IMAGES),
-    )
-
-
-def _load_grid_cells(
-    run_dir: Path, rows: pd.DataFrame, dataset: Dataset, *, name: str, skipped: list[str]
-) -> list[_GridCell]:
-    cells: list[_GridCell] = []
-    for _, row in rows.iterrows():
-        cell_dir = Path(run_dir) / CELLS_DIR / row["config_hash"]
-        try:
-            grid_cell = _grid_cell(cell_dir, row, dataset)
-        except CELL_ERRORS as exc:
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
-            _skip(
-                skipped,
-                f"{name}: cell {row['config_hash']} left out of the image grids: "
-                f"{type(exc).__name__}: {reason}",
-            )
-            continue
-        if cells and not all(
-            torch.equal(a, b) for a, b in zip(cells[0].records, grid_cell.records, strict=True)
-        ):
-            _skip(
-                skipped,
-                f"{name}: cell {row['config_hash']} attacks other records than the "
-                "first cell (different profile?); left out of the image grids",
-            )
-            continue
-        cells.append(grid_cell)
-    return cells
-
-
-def _grid_dataset(name: str, dataset_name: str, data_home: Path | None, skipped: list[str]):
-    try:
-        dataset = load_dataset(dataset_name, data_home=data_home)
-    except (ValueError, OSError) as exc:
-        _skip(skipped, f"{name}: image grids skipped, the dataset cannot be loaded: {exc}")
-        return None
-    if dataset.modality != "image":
-        _skip(skipped, f"{name}: image grids skipped, {dataset_name} is not an image dataset")
-        return None
-    return dataset
-
-
-def image_figures(
-    run_dir: Path, frame: pd.DataFrame, *, name: str, data_home: Path | None, skipped: list[str]
-) -> list[tuple[str, Figure]]:
-    """Reconstructions of members and non-members, and generated samples, per mechanism and
-    noise level, from the saved models of the lowest seed (paper 003, Figure 6)."""
-    seed = int(frame["seed"].min())
-    rows = _ordered(frame[frame["seed"] == seed]).drop_duplicates("config_hash")
-    rows = rows[
-        [(Path(run_dir) / CELLS_DIR / h / "model.pt").is_file() for h in rows["config_hash"]]
-    ]
-    if rows.empty:
-        _skip(
-            skipped, f"{name}: no cell directory with model.pt for seed {seed}; image grids skipped"
-        )
-        return []
-    dataset = _grid_dataset(name, rows["dataset"].iloc[0], data_home, skipped)
-    cells = (
-        []
-        if dataset is None
-        else _load_grid_cells(run_dir, rows, dataset, name=name, skipped=skipped)
-    )
-    if not cells:
-        return []
-    return [
-        fig
-        for mech, group in _grids_by_mech(cells).items()
-        for fig in _mech_grids(mech, group, dataset, name=name, seed=seed)
-    ]
-
-
-def _mech_grids(
-    mech: str, cells: list[_GridCell], dataset: Dataset, *, name: str, seed: int
-) -> list[tuple[str, Figure]]:
-    """One mechanism's reconstruction grid and generated-samples grid (rows: noise levels)."""
-    x, y, is_member = cells[0].records
-    kinds = ["member" if m else "non-member" for m in is_member.tolist()]
-    titles = [f"{kind} {kinds[: i + 1].count(kind)}" for i, kind in enumerate(kinds)]
-    recon = [("original", x.numpy())] + [(c.label, _reconstruct(c.model, x, y)) for c in cells]
-    labels = torch.arange(2 * N_IMAGES) % dataset.num_classes
-    samples = [(c.label, _sample(c.model, labels, seed)) for c in cells]
-    about = f"{name}: {mech}, seed {seed}"
-    return [
-        (
-            f"reconstructions_{mech}",
-            image_grid(
-                recon,
-                column_titles=titles,
-                title=f"{about}: reconstructions decode(μ) of members and non-members",
-            ),
-        ),
-        (
-            f"samples_{mech}",
-            image_grid(
-                samples,
-                column_titles=[dataset.class_names[i] for i in labels.tolist()],
-                title=f"{about}: generated samples per noise level",
-            ),
-        ),
-    ]
-
-
-def _grids_by_mech(cells: list[_GridCell]) -> dict[str, list[_GridCell]]:
-    """Per private mechanism: the baseline's cells, then its own (or the baseline alone)."""
-    base = [c for c in cells if c.mech == NONE]
-    private = list(dict.fromkeys(c.mech for c in cells if c.mech != NONE))
-    if not private:
-        return {NONE: base}
-    return {m: base + [c for c in cells if c.mech == m] for m in private}
-
-
-def _reconstruct(model: ConditionalConvVAE, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    with torch.inference_mode():
-        mu, _ = model.encode(x, y)
-        return model.decode(mu, y).numpy()
-
-
-def _sample(model: ConditionalConvVAE, labels: torch.Tensor, seed: int) -> np.ndarray:
-    """Decoded z ~ N(0, I), the same z for every model of the same latent size."""
-    gen = torch_generator(seed, Purpose.GENERATE, "report")
-    z = torch.randn(len(labels), model.latent_dim, generator=gen)
-    with torch.inference_mode():
-        return model.decode(z, labels).numpy()
-
-
 # ---- report.md --------------------------------------------------------------------------------
 
 
@@ -592,13 +363,6 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["| " + " | ".join(map(cell, headers)) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def format_epsilon(value: float) -> str:
-    """3 significant digits, whole numbers from 100 on (``1000``, not ``1e+03``), ``∞``."""
-    if not math.isfinite(value):
-        return MeanInterval(value, math.nan, 1).format()
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _eps(row: pd.Series | dict) -> str:
@@ -739,7 +503,8 @@ def write_report(
     """Write figures (each in every format) and ``report.md`` for ``run_dir/runs.csv``.
 
     ``out_dir`` defaults to ``run_dir/report``; ``data_home`` is where downloadable datasets live
-    (for the image grids, which need the data); ``images=False`` skips the grids.
+    (for the reconstruction and sample grids, which need the data); ``images=False`` skips the
+    grids.
     """
     if not formats:
         raise ValueError("at least one figure format is needed, e.g. png")
@@ -756,8 +521,8 @@ def write_report(
         figures = summary_figures(settings, distances, name=name, skipped=report.skipped)
         figures += curve_figures(run_dir, group, name=name, skipped=report.skipped)
         if images:
-            figures += image_figures(
-                run_dir, group, name=name, data_home=data_home, skipped=report.skipped
+            figures += grid_figures(
+                run_dir, _ordered(group), name=name, data_home=data_home, skipped=report.skipped
             )
         paths = []
         for stem, fig in figures:

@@ -96,3 +96,10 @@ def column_intervals(
         return mean, np.full_like(mean, np.nan)
     t = float(stats.t.ppf((1 + confidence) / 2, df=n - 1))
     return mean, t * samples.std(axis=0, ddof=1) / math.sqrt(n)
+
+
+def format_epsilon(value: float) -> str:
+    """3 significant digits, whole numbers from 100 on (``1000``, not ``1e+03``), ``∞``."""
+    if not math.isfinite(value):
+        return MeanInterval(value, math.nan, 1).format()
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"

@@ -102,7 +102,7 @@ def build_cells(config: SweepConfig) -> list[tuple[CellConfig, CellConfig]]:
             None,
             seed,
             config.profile,
-            (("profile_name", config.profile_name.value),),
+            (("profile_name", config.profile_name.value), *config.data_options()),
         )
         pairs.append((base, base))
         for name in config.mechs:
@@ -139,7 +139,9 @@ def _grid(mech: Mechanism, config: SweepConfig, options: dict[str, Any]) -> list
 def _acc_real(out: Path, dataset: Dataset, data: CellData, cell: CellConfig, ctx: Context) -> float:
     """Classifier trained on real D_train (early stop on D_val), tested on D_test; cached."""
     settings = classifier_settings(cell, ctx.device, "real")
-    key = json.dumps([dataset.name, cell.seed, cell.profile.max_train, repr(settings)])
+    stride = cell.option("window_stride")  # other windows are other records
+    extra = [] if stride is None else [["window_stride", stride]]
+    key = json.dumps([dataset.name, cell.seed, cell.profile.max_train, repr(settings), *extra])
     path = out / "cache" / f"acc_real-{_digest(key)}.json"
     if path.exists():
         return float(io.read_json(path)["acc_real"])
@@ -199,7 +201,9 @@ def write_csv(out: Path) -> tuple[Path, pd.DataFrame]:
 def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress) -> SweepResult:
     """Run (or resume) every cell of ``config``; ``runs.csv`` is rewritten after each cell."""
     pairs = build_cells(config)  # validates mechanisms and grid values before any work
-    dataset = load_dataset(config.dataset, data_home=config.data_home)  # fails before any write
+    dataset = load_dataset(  # fails before any write
+        config.dataset, data_home=config.data_home, window_stride=config.window_stride
+    )
     out = Path(config.out)
     ctx = Context(device=config.device, progress=progress)
     version = code_version()

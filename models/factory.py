@@ -20,7 +20,7 @@ from attacks.distances import get_distance
 from audit.datasets import Modality, record_modality
 from models.classifier import SmallCNN
 from models.har_cnn import HarCNN
-from models.lstm_vae import LstmVAE
+from models.lstm_vae import LstmVAE, fuse_lstms
 from models.perturbation import PerturbationLstmVAE, PerturbationVAE
 from models.vae import ConditionalConvVAE
 
@@ -50,13 +50,24 @@ class ModelFamily(ABC):
     num_classes: int
 
     @abstractmethod
-    def target_vae(self, *, latent_dim: int) -> nn.Module:
+    def target_vae(self, *, latent_dim: int, per_example_gradients: bool = True) -> nn.Module:
         """A fresh target VAE (encode, decode, forward, latent_dim); initialised from torch's
-        default generator, which the caller seeds."""
+        default generator, which the caller seeds.
+
+        ``per_example_gradients=False`` may give a faster implementation of the same function
+        with the same initial weights (series: fused ``nn.LSTM`` instead of Opacus's ``DPLSTM``)
+        for training without DP-Adam; the image VAE has one implementation for both.
+        """
 
     @abstractmethod
     def perturbation_vae(self, *, latent_dim: int, sigma: float) -> nn.Module:
-        """A fresh VAE-LDP perturbation model with the target's architecture."""
+        """A fresh VAE-LDP perturbation model with the target's architecture (trained without
+        per-example gradients, so in its fast implementation)."""
+
+    def for_inference(self, model: nn.Module) -> nn.Module:
+        """``model`` in its fastest implementation of the same function, for generation and the
+        attack once training is over (in place; the state dict keeps its keys)."""
+        return model
 
     @abstractmethod
     def classifier(self) -> nn.Module:
@@ -85,7 +96,9 @@ class ImageModels(ModelFamily):
     generation = Generation.PRIOR
     distances = (Distance.MSE, Distance.SSIM)
 
-    def target_vae(self, *, latent_dim: int) -> ConditionalConvVAE:
+    def target_vae(
+        self, *, latent_dim: int, per_example_gradients: bool = True
+    ) -> ConditionalConvVAE:
         channels, height, width = self.record_shape
         return ConditionalConvVAE(
             channels=channels,
@@ -116,10 +129,14 @@ class SeriesModels(ModelFamily):
     generation = Generation.CLASS_LATENT
     distances = (Distance.MSE,)
 
-    def target_vae(self, *, latent_dim: int) -> LstmVAE:
+    def target_vae(self, *, latent_dim: int, per_example_gradients: bool = True) -> LstmVAE:
         length, features = self.record_shape
         return LstmVAE(
-            length=length, features=features, num_classes=self.num_classes, latent_dim=latent_dim
+            length=length,
+            features=features,
+            num_classes=self.num_classes,
+            latent_dim=latent_dim,
+            per_example_gradients=per_example_gradients,
         )
 
     def perturbation_vae(self, *, latent_dim: int, sigma: float) -> PerturbationLstmVAE:
@@ -130,7 +147,11 @@ class SeriesModels(ModelFamily):
             num_classes=self.num_classes,
             latent_dim=latent_dim,
             sigma=sigma,
+            per_example_gradients=False,
         )
+
+    def for_inference(self, model: nn.Module) -> nn.Module:
+        return fuse_lstms(model)
 
     def classifier(self) -> HarCNN:
         return HarCNN(features=self.record_shape[1], num_classes=self.num_classes)

@@ -1,7 +1,17 @@
-"""Paper 003's multitask LSTM VAE for sensor series (Section 4, Figure 2b)."""
+"""Paper 003's multitask LSTM VAE for sensor series (Section 4, Figure 2b).
+
+Its LSTMs come in two implementations of one function: Opacus's ``DPLSTM`` (a Python loop over
+the time steps, which Opacus can take per-example gradients of) and PyTorch's fused ``nn.LSTM``
+(one C++ kernel, several times faster). Both are built from the same random draws and share
+``nn.LSTM``'s parameter names, so a state dict moves freely between them; DP-Adam trains with
+``DPLSTM`` and everything else (non-private training, generation, the attack) runs on ``nn.LSTM``
+(:func:`fuse_lstms`).
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -11,6 +21,62 @@ from torch.nn import functional as F
 
 #: Units of the encoder LSTM and of the decoder's first LSTM (paper 003, Figure 2b).
 PAPER_HIDDEN = 164
+
+
+def fused_lstm(lstm: DPLSTM) -> nn.LSTM:
+    """An ``nn.LSTM`` holding (copies of) ``lstm``'s weights: the same function, fused kernel.
+
+    The global random generator is left untouched (``nn.LSTM`` draws its initial weights from it
+    before they are overwritten), so fusing never shifts what later random draws produce.
+    """
+    if lstm.bidirectional or lstm.proj_size or lstm.dropout:
+        raise ValueError("only unidirectional DPLSTMs without projection or dropout are fused")
+    reference = next(lstm.parameters())
+    with torch.random.fork_rng(devices=[]):
+        fused = nn.LSTM(
+            lstm.input_size,
+            lstm.hidden_size,
+            num_layers=lstm.num_layers,
+            bias=lstm.bias,
+            batch_first=lstm.batch_first,
+            device=reference.device,
+            dtype=reference.dtype,
+        )
+    fused.load_state_dict(lstm.state_dict())
+    fused.train(lstm.training)
+    fused.requires_grad_(reference.requires_grad)
+    return fused
+
+
+def fuse_lstms(module: nn.Module) -> nn.Module:
+    """Replace, in place, every Opacus ``DPLSTM`` inside ``module`` by :func:`fused_lstm` of it;
+    returns ``module``. A module without DPLSTMs (the conv VAE) is returned unchanged.
+
+    Per-example gradients (Opacus) need the DPLSTMs; anything else runs faster fused. Optimizers
+    built before the call still point at the old parameters, so fuse before building one.
+    """
+    for name, child in list(module.named_children()):
+        if isinstance(child, DPLSTM):
+            setattr(module, name, fused_lstm(child))
+        else:
+            fuse_lstms(child)
+    return module
+
+
+#: The names under which a DPLSTM nested in a model lists its weights a second time in the
+#: model's state dict (its own state-dict hook drops them only when it is the root module).
+_DP_LSTM_ALIAS = re.compile(r"(^|\.)l\d+\.(ih|hh)\.(weight|bias)$")
+
+
+def without_dp_lstm_aliases(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` without a nested DPLSTM's duplicate keys (``encoder.l0.ih.weight``, ...): the
+    keys of the fused model, so that a state saved from either implementation loads into it."""
+    return {k: v for k, v in state.items() if not _DP_LSTM_ALIAS.search(k)}
+
+
+def has_dp_lstm(module: nn.Module) -> bool:
+    """Whether ``module`` holds an Opacus ``DPLSTM`` (not yet fused)."""
+    return any(isinstance(m, DPLSTM) for m in module.modules())
 
 
 @dataclass(frozen=True)
@@ -52,6 +118,7 @@ class LstmVAE(nn.Module):
         latent_dim: int = 100,
         hidden: int = PAPER_HIDDEN,
         weights: LossWeights = LossWeights(),  # noqa: B008 (frozen, hence immutable)
+        per_example_gradients: bool = True,
     ) -> None:
         super().__init__()
         if min(length, features, num_classes, latent_dim, hidden) < 1:
@@ -67,6 +134,8 @@ class LstmVAE(nn.Module):
         self.decoder = DPLSTM(latent_dim, hidden, batch_first=True)
         self.output = DPLSTM(hidden, features, batch_first=True)
         self.classifier = nn.Linear(latent_dim, num_classes)
+        if not per_example_gradients:
+            fuse_lstms(self)
 
     @property
     def record_shape(self) -> tuple[int, int]:
@@ -84,7 +153,7 @@ class LstmVAE(nn.Module):
         repeated = z.unsqueeze(1).expand(-1, self.length, -1)
         h, _ = self.decoder(repeated)
         out, _ = self.output(h)
-        return out.contiguous()  # DPLSTM's batch-first output is a transposed view
+        return out.contiguous()  # DPLSTM's batch-first output is a transposed view (nn.LSTM's not)
 
     def classify(self, mu: torch.Tensor) -> torch.Tensor:
         """Class logits (B, num_classes) of the auxiliary classifier on mu."""

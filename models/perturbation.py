@@ -202,6 +202,7 @@ class PerturbationLstmVAE(NoiseBound, LstmVAE):
         latent_dim: int = 100,
         hidden: int = PAPER_HIDDEN,
         mean_bound: float = MEAN_BOUND,
+        per_example_gradients: bool = True,
     ) -> None:
         check_noise_bound(sigma, mean_bound)
         super().__init__(
@@ -210,5 +211,6 @@ class PerturbationLstmVAE(NoiseBound, LstmVAE):
             num_classes=num_classes,
             latent_dim=latent_dim,
             hidden=hidden,
+            per_example_gradients=per_example_gradients,
         )
         self._set_noise_bound(sigma, mean_bound)

@@ -26,6 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
         (["--device", "tpu"], "unknown device 'tpu'"),
         (["--max-train", "many"], "expected an integer or 'all'"),
         (["--dataset", "npz:/does/not/exist.npz"], "does not exist"),
+        (["--dataset", "motionsense", "--window-stride", "0"], "must be a positive integer, got 0"),
+        (["--dataset", "motionsense", "--window-stride", "-250"], "positive integer, got -250"),
+        (["--dataset", "motionsense", "--window-stride", "2.5"], "invalid int value: '2.5'"),
+        (["--dataset", "basicmotions", "--window-stride", "50"], "not to 'basicmotions'"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(argv, message, tmp_path, capsys):
@@ -84,5 +88,47 @@ def test_help_explains_every_option():
         "--overwrite",
         "--attack-records",
         "--clip-norm",
+        "--window-stride",
     ):
         assert option in proc.stdout
+
+
+def _cells(argv: list[str]):
+    from audit.sweep import build_cells
+
+    return build_cells(benchmark.config_from_args(benchmark.build_run_parser().parse_args(argv)))
+
+
+def test_window_stride_is_recorded_in_every_cell_and_reaches_the_loader(tmp_path, monkeypatch):
+    argv = ["--dataset", "motionsense", "--mech", "ldp", "--grid", "1", "--out", str(tmp_path)]
+    default, half = _cells(argv), _cells([*argv, "--window-stride", "250"])
+    assert [c.option("window_stride") for c, _ in default] == [500, 500]  # the default, recorded
+    assert [c.option("window_stride") for c, _ in half] == [250, 250]
+    assert {c.config_hash for c, _ in default}.isdisjoint(c.config_hash for c, _ in half)
+    assert _cells([*argv, "--window-stride", "500"]) == default  # explicit default: same cells
+    assert all(c.option("window_stride") is None for c, _ in _cells(["--dataset", "digits"]))
+
+    seen = {}
+
+    def fake_load(name, *, data_home=None, window_stride=None):
+        seen.update(name=name, window_stride=window_stride)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr("audit.sweep.load_dataset", fake_load)
+    assert benchmark.main([*argv, "--window-stride", "250", "--no-progress"]) == 2
+    assert seen == {"name": "motionsense", "window_stride": 250}
+
+
+def test_series_datasets_get_their_own_quick_epochs():
+    from audit.config import PROFILES, SERIES_EPOCHS, ProfileName
+
+    quick = ["--profile", "quick", "--mech", "none"]
+    series = _cells(["--dataset", "basicmotions", *quick])[0][0]
+    image = _cells(["--dataset", "digits", *quick])[0][0]
+    assert series.profile.epochs == SERIES_EPOCHS[ProfileName.QUICK] == 200  # in the cell hash
+    assert image.profile.epochs == PROFILES[ProfileName.QUICK].epochs == 40
+    assert series.profile == image.profile.__class__(**{**vars(image.profile), "epochs": 200})
+    given = _cells(["--dataset", "basicmotions", *quick, "--epochs", "7"])[0][0]
+    assert given.profile.epochs == 7  # an explicit --epochs still wins
+    standard = _cells(["--dataset", "basicmotions", "--mech", "none"])[0][0]
+    assert standard.profile == PROFILES[ProfileName.STANDARD]

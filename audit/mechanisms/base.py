@@ -55,12 +55,16 @@ class Mechanism(ABC):
 
     Subclasses set ``name``, ``param_name`` (the grid's parameter, e.g. ``noise_multiplier``)
     and ``default_grid``; the defaults of ``prepare`` and ``train`` are the non-private path.
+    ``per_example_gradients``: whether ``train`` needs Opacus's per-example gradients of the
+    target VAE (DP-Adam); without, the VAE is built in its fast implementation
+    (:meth:`models.factory.ModelFamily.target_vae`).
     """
 
     name: ClassVar[MechanismName]
     param_name: ClassVar[str]
     default_grid: ClassVar[tuple[float, ...]]
     option_names: ClassVar[tuple[str, ...]] = ()
+    per_example_gradients: ClassVar[bool] = False
 
     def validate_value(self, value: float | None) -> None:
         if value is None or not math.isfinite(value) or value <= 0:

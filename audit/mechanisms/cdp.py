@@ -76,6 +76,7 @@ class CentralDP(Mechanism):
     param_name = "noise_multiplier"
     default_grid = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 4.0)
     option_names = ("clip_norm", "target_epsilon", "delta", "conversion", "divergence", "alpha")
+    per_example_gradients = True
 
     def validate_options(self, options: Mapping[str, Any], *, batch_size: int) -> None:
         """Check the cell's options before any work; the ValueError quotes the bad value."""

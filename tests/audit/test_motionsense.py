@@ -91,11 +91,38 @@ def test_windows_equal_a_naive_loop(n, features, length, stride):
         np.testing.assert_array_equal(window, expected)
 
 
-def test_missing_data_is_one_line_naming_data_home(tmp_path):
+def test_missing_data_is_one_line_naming_data_home(tmp_path, monkeypatch):
+    """Absent and not downloadable (no network; see test_motionsense_download.py)."""
+    monkeypatch.setenv("SCIKIT_LEARN_DATA", str(tmp_path / "sk"))
+
+    def no_network(url: str, dest: Path) -> None:
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr("audit.motionsense.fetch", no_network)
     for home in (None, tmp_path):
         with pytest.raises(DatasetUnavailable, match="--data-home") as info:
             load_dataset("motionsense", data_home=home)
-        assert "\n" not in str(info.value) and "not downloaded" in str(info.value)
+        assert "\n" not in str(info.value) and "downloading failed" in str(info.value)
+    with pytest.raises(DatasetUnavailable, match="no sub_<n>.csv"):
+        (tmp_path / FOLDER / "dws_1").mkdir(parents=True)  # the layout, but no recordings
+        load_dataset("motionsense", data_home=tmp_path)
+
+
+def test_window_stride_reaches_the_loader(motionsense_home):
+    from audit.datasets import WINDOWED_DATASETS
+    from audit.motionsense import WINDOW
+
+    assert WINDOWED_DATASETS == {"motionsense": WINDOW}
+    default = load_dataset("motionsense", data_home=motionsense_home)
+    half = load_dataset("motionsense", data_home=motionsense_home, window_stride=250)
+    per_file = [1 + (fixture_rows(s) - 500) // 250 for s in FIXTURE_SUBJECTS]
+    assert len(half.x) == len(FIXTURE_TRIALS) * sum(per_file) > len(default.x)
+    np.testing.assert_array_equal(half.x[1, :250], default.x[0, 250:])
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(ValueError, match="window stride must be a positive integer"):
+            load_dataset("motionsense", data_home=motionsense_home, window_stride=bad)
+    with pytest.raises(ValueError, match="--window-stride applies to datasets cut into windows"):
+        load_dataset("digits", window_stride=10)
 
 
 def test_missing_column_is_refused(motionsense_home):

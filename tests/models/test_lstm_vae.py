@@ -1,5 +1,6 @@
 """Paper 003's multitask LSTM VAE: interface, loss, exact per-example gradients under Opacus,
-its VAE-LDP variant and class-specific latent generation."""
+the fused nn.LSTM implementation of the same function, its VAE-LDP variant and class-specific
+latent generation."""
 
 from __future__ import annotations
 
@@ -8,13 +9,21 @@ import math
 import pytest
 import torch
 from opacus import GradSampleModule
+from opacus.layers import DPLSTM
 from torch import nn
 
 from audit.pipeline import generate
-from models.factory import Generation
-from models.lstm_vae import PAPER_HIDDEN, LossWeights, LstmVAE
+from models.factory import Generation, SeriesModels
+from models.lstm_vae import (
+    PAPER_HIDDEN,
+    LossWeights,
+    LstmVAE,
+    fuse_lstms,
+    has_dp_lstm,
+    without_dp_lstm_aliases,
+)
 from models.perturbation import PerturbationLstmVAE
-from models.training import vae_per_example_loss
+from models.training import VAETrainSettings, train_vae, vae_per_example_loss
 from models.vae import ConditionalConvVAE, vae_loss_terms
 
 T, F, CLASSES, LATENT = 7, 3, 2, 4
@@ -170,3 +179,97 @@ def test_sizes_and_weights_are_validated():
         LstmVAE(length=0, features=3, num_classes=2)
     with pytest.raises(ValueError, match="loss weight kl must be a finite number >= 0"):
         LossWeights(kl=-1.0)
+
+
+def test_fused_lstms_compute_the_same_function_from_the_same_draws():
+    """per_example_gradients=False: nn.LSTM instead of DPLSTM, same initial weights, same
+    outputs, loss and gradients (rtol 1e-5), and the same global random state afterwards."""
+    torch.manual_seed(3)
+    dp = LstmVAE(length=T, features=F, num_classes=CLASSES, latent_dim=LATENT, hidden=5)
+    after_dp = torch.rand(1)
+    torch.manual_seed(3)
+    fused = LstmVAE(length=T, features=F, num_classes=CLASSES, latent_dim=LATENT, hidden=5,
+                    per_example_gradients=False)  # fmt: skip
+    assert torch.equal(torch.rand(1), after_dp)
+    assert all(isinstance(m, nn.LSTM) for m in (fused.encoder, fused.decoder, fused.output))
+    assert isinstance(dp.encoder, DPLSTM) and not has_dp_lstm(fused)
+    dp_state = without_dp_lstm_aliases(dp.state_dict())  # DPLSTM also lists l0.ih.weight, ...
+    assert dp_state.keys() == fused.state_dict().keys() < dp.state_dict().keys()
+    for key, value in fused.state_dict().items():
+        assert torch.equal(value, dp_state[key]), key
+    x, y, noise = batch(6)
+    for a, b in zip(dp(x, y, noise), fused(x, y, noise), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    loss_dp = dp.per_example_loss(x, y, noise, beta=1.0)
+    loss_fused = fused.per_example_loss(x, y, noise, beta=1.0)
+    torch.testing.assert_close(loss_fused, loss_dp, rtol=1e-5, atol=1e-6)
+    grads_dp, grads_fused = _named_grads(dp, loss_dp), _named_grads(fused, loss_fused)
+    assert grads_dp.keys() == grads_fused.keys() == fused.state_dict().keys()
+    for name, grad in grads_dp.items():
+        torch.testing.assert_close(grads_fused[name], grad, rtol=1e-5, atol=1e-6)
+
+
+def _named_grads(model: nn.Module, loss: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Gradients of ``loss.sum()`` by parameter name (DPLSTM's carry nn.LSTM's names)."""
+    params = dict(model.named_parameters())
+    grads = torch.autograd.grad(loss.sum(), list(params.values()))
+    return dict(zip(params, grads, strict=True))
+
+
+def test_fuse_lstms_in_place_keeps_weights_mode_and_random_state():
+    model = tiny().train()
+    x, y, noise = batch(4)
+    before = model(x, y, noise)[0].detach()
+    state = {k: v.clone() for k, v in without_dp_lstm_aliases(model.state_dict()).items()}
+    torch.manual_seed(11)
+    assert fuse_lstms(model) is model
+    drawn = torch.rand(1)
+    torch.manual_seed(11)
+    assert torch.equal(drawn, torch.rand(1))  # fusing drew nothing from the global generator
+    assert not has_dp_lstm(model) and model.encoder.training
+    assert model.state_dict().keys() == state.keys()
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, state[key]), key
+    torch.testing.assert_close(model(x, y, noise)[0], before, rtol=1e-5, atol=1e-6)
+    conv = ConditionalConvVAE(channels=1, height=8, width=8, num_classes=2, latent_dim=3)
+    keys = conv.state_dict().keys()
+    assert fuse_lstms(conv) is conv and conv.state_dict().keys() == keys  # nothing to fuse
+
+
+def test_training_fused_follows_the_dp_lstm_trajectory():
+    """Non-private training on the fused model ends where training on the DPLSTM model does."""
+    x, y, _ = batch(12)
+    settings = VAETrainSettings(epochs=3, batch_size=4, lr=1e-2, beta=1.0, seed=0)
+    ends = []
+    for per_example in (True, False):
+        torch.manual_seed(5)
+        model = LstmVAE(length=T, features=F, num_classes=CLASSES, latent_dim=LATENT, hidden=5,
+                        per_example_gradients=per_example)  # fmt: skip
+        history = train_vae(model, (x, y), (x[:4], y[:4]), settings)
+        ends.append((model.state_dict(), history.train_loss))
+    (dp_state, dp_loss), (fused_state, fused_loss) = ends
+    torch.testing.assert_close(fused_loss, dp_loss, rtol=1e-5, atol=1e-6)
+    for key, value in without_dp_lstm_aliases(dp_state).items():
+        torch.testing.assert_close(fused_state[key], value, rtol=1e-4, atol=1e-5)
+
+
+def test_saved_states_of_either_implementation_load_into_the_fused_model():
+    dp = tiny()
+    fused = LstmVAE(length=T, features=F, num_classes=CLASSES, latent_dim=LATENT, hidden=5,
+                    per_example_gradients=False)  # fmt: skip
+    fused.load_state_dict(without_dp_lstm_aliases(dp.state_dict()))  # strict
+    x, y, noise = batch(3)
+    torch.testing.assert_close(fused(x, y, noise)[0], dp(x, y, noise)[0], rtol=1e-5, atol=1e-6)
+    assert without_dp_lstm_aliases(fused.state_dict()).keys() == fused.state_dict().keys()
+
+
+def test_only_dp_adam_builds_dp_lstms():
+    from audit.mechanisms import available_mechanisms, get_mechanism
+
+    needs = {m.value for m in available_mechanisms() if get_mechanism(m).per_example_gradients}
+    assert needs == {"cdp", "cdp-termwise"}
+    family = SeriesModels(record_shape=(T, F), num_classes=CLASSES)
+    assert has_dp_lstm(family.target_vae(latent_dim=LATENT))
+    assert not has_dp_lstm(family.target_vae(latent_dim=LATENT, per_example_gradients=False))
+    assert not has_dp_lstm(family.perturbation_vae(latent_dim=LATENT, sigma=1.0))
+    assert not has_dp_lstm(family.for_inference(family.target_vae(latent_dim=LATENT)))
