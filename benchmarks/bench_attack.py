@@ -164,8 +164,10 @@ def configuration(args: argparse.Namespace, *, size: int, channels: int) -> str:
     """One line: what ran where."""
     return (
         f"{channels}x{size}x{size} ConditionalConvVAE (latent {LATENT_DIM}, untrained); "
-        f"torch {torch.__version__}, {args.threads} torch threads (distances use "
-        f"{distances.DISTANCE_CPU_THREADS}), {os.cpu_count()} CPUs, "
+        f"torch {torch.__version__}, {args.threads} torch threads (MSE uses "
+        f"{distances.DISTANCE_CPU_THREADS}; SSIM: "
+        f"{'numba kernel on the torch threads' if distances.SSIM_NUMBA else 'torch path, 1'}), "
+        f"{os.cpu_count()} CPUs, "
         f"max_decoded {args.max_decoded}"
     )
 
