@@ -29,11 +29,17 @@ except ImportError:  # pragma: no cover - numba is a dependency; without it SSIM
     numba = None
 else:
     if "NUMBA_THREADING_LAYER" not in os.environ:
-        # numba's default layer here is OpenMP (GNU libgomp, beside torch's own copy), under
-        # which the SSIM kernel took 4 times as long in benchmarks/bench_ssim.py, in CPU time
-        # too (0.12 against 0.03 ms a pair, 1 or 2 threads). The workqueue layer is not
-        # thread-safe: call the kernel from one Python thread at a time (the attack does).
-        numba.config.THREADING_LAYER = "workqueue"
+        # numba's OpenMP layer (GNU libgomp, a runtime of its own beside torch's) with passive
+        # waiting, else its workqueue layer. On the 2-core benchmark machine
+        # (benchmarks/bench_ssim.py, 256 pairs a call, the attack's chunk size): idle, OpenMP
+        # with passive wait 49-52x scikit-image (active 44-48x) against workqueue's 23-37x
+        # (workqueue's two worker threads often ran one after the other); with both cores held
+        # by other processes, OpenMP-passive 58x and workqueue 55x, while OpenMP's default
+        # active (spinning) wait fell to 10x. Passive wait matters only for OpenMP runtimes
+        # loaded after this point (torch's is already running).
+        numba.config.THREADING_LAYER_PRIORITY = ["omp", "workqueue", "tbb"]
+        numba.config.THREADING_LAYER = "default"
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 SSIM_WIN_SIZE = 7
 """Side of the uniform SSIM window (scikit-image's default when ``gaussian_weights=False``)."""
@@ -359,7 +365,7 @@ def _nb_record_terms(
             _nb_record_row(v, vv, sum_y[c, i], b_total[c, i])
 
 
-@_njit(fastmath=_EXACT)
+@_njit(fastmath=_EXACT, inline="always")
 def _nb_pair_columns(
     x: np.ndarray, y: np.ndarray, vx: np.ndarray, vxx: np.ndarray, vxy: np.ndarray
 ) -> None:
@@ -377,7 +383,7 @@ def _nb_pair_columns(
             vxy[j] += a * b
 
 
-@_njit(fastmath=_EXACT)
+@_njit(fastmath=_EXACT, inline="always")
 def _nb_pair_step(
     x: np.ndarray, y: np.ndarray, i: int, vx: np.ndarray, vxx: np.ndarray, vxy: np.ndarray
 ) -> None:
@@ -392,7 +398,7 @@ def _nb_pair_step(
         vxy[j] += a_in * b_in - a_out * b_out
 
 
-@_njit(fastmath=_EXACT)
+@_njit(fastmath=_EXACT, inline="always")
 def _nb_pair_row(
     vx: np.ndarray,
     vxx: np.ndarray,
