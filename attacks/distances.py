@@ -606,13 +606,18 @@ def _ssim_to_records_numba(recon: torch.Tensor, records: torch.Tensor) -> torch.
         dtype = torch.float64
     recon_np = recon.detach().to(dtype).contiguous().numpy()
     records_np = records.detach().to(dtype).contiguous().numpy()
-    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    torch_threads = torch.get_num_threads()
+    threads = max(1, min(torch_threads, numba.config.NUMBA_NUM_THREADS))
     previous = numba.get_num_threads()
     numba.set_num_threads(threads)
     try:
         _nb_ssim_to_records(recon_np, records_np, min(threads, out.size), out)
     finally:
         numba.set_num_threads(previous)
+        # numba's OpenMP layer shares torch's libgomp and, when it starts its threads, sets the
+        # process-wide OpenMP count to NUMBA_NUM_THREADS: without this, a process that asked
+        # torch for 1 thread trains on every core after its first SSIM call.
+        torch.set_num_threads(torch_threads)
     return torch.from_numpy(out)
 
 

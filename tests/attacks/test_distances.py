@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -185,6 +189,22 @@ def test_ssim_gives_torch_its_thread_count_back() -> None:
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_first_ssim_call_keeps_a_single_thread_process_single_threaded() -> None:
+    """numba's OpenMP layer shares torch's libgomp and sets its thread count when it starts; a
+    fresh process (the layer starts once per process) must still have 1 torch thread after."""
+    code = (
+        "import torch; torch.set_num_threads(1)\n"
+        "from attacks.distances import ssim_to_records\n"
+        "ssim_to_records(torch.rand(2, 3, 3, 16, 16), torch.rand(2, 3, 16, 16))\n"
+        "print(torch.get_num_threads())\n"
+    )
+    env = {**os.environ, "NUMBA_NUM_THREADS": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stdout.split()[-1] == "1", done.stdout + done.stderr
 
 
 def test_ssim_of_identical_images_is_one() -> None:
