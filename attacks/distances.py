@@ -14,9 +14,10 @@ a member" (paper 003, Eq. 1: -mean MSE, or mean SSIM).
 
 from __future__ import annotations
 
+import functools
 import math
-import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from enum import Enum
 
@@ -27,19 +28,6 @@ try:
     import numba
 except ImportError:  # pragma: no cover - numba is a dependency; without it SSIM runs on torch
     numba = None
-else:
-    if "NUMBA_THREADING_LAYER" not in os.environ:
-        # numba's OpenMP layer (GNU libgomp, a runtime of its own beside torch's) with passive
-        # waiting, else its workqueue layer. On the 2-core benchmark machine
-        # (benchmarks/bench_ssim.py, 256 pairs a call, the attack's chunk size): idle, OpenMP
-        # with passive wait 49-52x scikit-image (active 44-48x) against workqueue's 23-37x
-        # (workqueue's two worker threads often ran one after the other); with both cores held
-        # by other processes, OpenMP-passive 58x and workqueue 55x, while OpenMP's default
-        # active (spinning) wait fell to 10x. Passive wait matters only for OpenMP runtimes
-        # loaded after this point (torch's is already running).
-        numba.config.THREADING_LAYER_PRIORITY = ["omp", "workqueue", "tbb"]
-        numba.config.THREADING_LAYER = "default"
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 SSIM_WIN_SIZE = 7
 """Side of the uniform SSIM window (scikit-image's default when ``gaussian_weights=False``)."""
@@ -62,9 +50,16 @@ short and memory-bound: on the shared 2-core benchmark machine a second thread m
 times and MSE 5 times slower (threads waiting for each other at every operation while other
 processes hold the cores), and never clearly faster."""
 SSIM_NUMBA = numba is not None
-"""Whether SSIM on CPU tensors runs the compiled numba kernel (:func:`_nb_ssim_to_records`, about
+"""Whether SSIM on CPU tensors runs the compiled numba kernel (:func:`_nb_ssim_pairs`, about
 5 times faster than the torch path on one core); otherwise, and on accelerators, it runs in
 float64 torch operations (:class:`_SsimKernel`). Both agree with scikit-image to about 1e-15."""
+SSIM_RUNS_PER_THREAD = 2
+"""Runs of pairs per thread of the numba SSIM kernel, handed out by a thread pool, so that a
+thread whose core is taken by another process leaves its second run to the other threads. On
+the 2-core benchmark machine (benchmarks/bench_ssim.py; 8 records x 32 samples and 1 x 150, as
+the attack calls it) two runs per thread matched numba's OpenMP prange split when the machine
+was idle (11-16 us a pair, 1.6-2x one thread) and stayed at one thread's speed (21-29 us) with
+the other core busy, where the prange split fell to 28-213 us a pair."""
 MSE_BLOCK_ELEMENTS = 2**16
 """Reconstructed values per MSE block: a float64 working set of 512 KB, which stays in cache."""
 
@@ -514,45 +509,43 @@ def _nb_both_sum(x: np.ndarray, y: np.ndarray, columns: np.ndarray, acc: np.ndar
     return _nb_total(acc, x.shape[2] - 6)
 
 
-@_njit(parallel=True, fastmath=_EXACT)
-def _nb_ssim_to_records(
-    recon: np.ndarray, records: np.ndarray, n_tasks: int, out: np.ndarray
+@_njit(nogil=True, fastmath=_EXACT)
+def _nb_ssim_pairs(
+    recon: np.ndarray,
+    records: np.ndarray,
+    first: int,
+    last: int,
+    terms: np.ndarray,
+    columns: np.ndarray,
+    acc: np.ndarray,
+    out: np.ndarray,
 ) -> None:
-    """out (R, S) <- SSIM of recon (R, S, C, H, W) against records (R, C, H, W).
+    """out (R, S) <- SSIM of pairs ``first`` to ``last - 1`` (record-major) of recon
+    (R, S, C, H, W) against records (R, C, H, W); runs without the GIL.
 
-    The R x S pairs, record by record, are cut into ``n_tasks`` runs of equal length (one for each
-    thread). A task computes a record's terms when its run reaches the record (once, or twice for
-    a record cut between two tasks) and keeps them in its own scratch, about 180 kB for 64x64x3,
-    which stays in the core's L2 cache while the record's samples pass. With one sample a record
-    (the pairwise :func:`ssim`) there is nothing to share, and :func:`_nb_both_sum` scores each
-    pair alone.
+    A record's terms are computed when the run reaches it and kept in ``terms`` (2, C, H - 6,
+    padded W - 6: about 180 kB for 64x64x3, in the core's L2 cache while the record's samples
+    pass); ``columns`` (4, padded W - 6 + 6) and ``acc`` (padded W - 6) are scratch. With one
+    sample a record (the pairwise :func:`ssim`) there is nothing to share, and
+    :func:`_nb_both_sum` scores each pair alone.
     """
-    n_records, n_samples, channels, height, width = recon.shape
-    n_pairs = n_records * n_samples
-    padded = -(-(width - 6) // _LANES) * _LANES
+    n_samples, channels, height, width = recon.shape[1:]
     scale = 4.0 / (channels * (height - 6) * (width - 6))
-    lone = n_samples == 1  # pairwise: no record terms to share (see _nb_both_sum)
-    terms = np.zeros((n_tasks, 2, channels, 0 if lone else height - 6, padded))
-    columns = np.zeros((n_tasks, 4, padded + 6))
-    accs = np.zeros((n_tasks, padded))
-    for task in numba.prange(n_tasks):
-        sum_y, b_total = terms[task, 0], terms[task, 1]
-        scratch = columns[task]
-        loaded = -1
-        for pair in range(task * n_pairs // n_tasks, (task + 1) * n_pairs // n_tasks):
-            record = pair // n_samples
-            if lone:
-                total = _nb_both_sum(recon[record, 0], records[record], scratch, accs[task])
-                out[record, 0] = total * scale
-                continue
-            if record != loaded:
-                _nb_record_terms(records[record], sum_y, b_total, scratch[0], scratch[1])
-                loaded = record
-            sample = pair - record * n_samples
-            total = _nb_pair_sum(
-                recon[record, sample], records[record], sum_y, b_total, scratch, accs[task]
-            )
-            out[record, sample] = total * scale
+    lone = n_samples == 1
+    loaded = -1
+    for pair in range(first, last):
+        record = pair // n_samples
+        if lone:
+            out[record, 0] = _nb_both_sum(recon[record, 0], records[record], columns, acc) * scale
+            continue
+        if record != loaded:
+            _nb_record_terms(records[record], terms[0], terms[1], columns[0], columns[1])
+            loaded = record
+        sample = pair - record * n_samples
+        total = _nb_pair_sum(
+            recon[record, sample], records[record], terms[0], terms[1], columns, acc
+        )
+        out[record, sample] = total * scale
 
 
 def ssim_to_records(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
@@ -579,10 +572,11 @@ def ssim_to_records(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
         float64: with float32 window sums, var = E[x^2] - E[x]^2 cancels on flat regions of
         bright images and SSIM drifts by up to 4e-5 from scikit-image's (2e-5 with each image
         centred first), beyond the 1e-5 the tests allow. On a CPU a compiled numba kernel
-        (:func:`_nb_ssim_to_records`: running window sums, fused with the formula) scores the
-        pairs on torch's intra-op threads; on an accelerator, or with :data:`SSIM_NUMBA` off,
-        float64 torch operations do, in blocks of :data:`SSIM_BLOCK_ELEMENTS` pixels
-        (:data:`SSIM_ACCELERATOR_BLOCK_ELEMENTS`) with :data:`DISTANCE_CPU_THREADS` threads.
+        (:func:`_nb_ssim_pairs`: running window sums, fused with the formula) scores the
+        pairs on as many threads as torch's intra-op count; on an accelerator, or with
+        :data:`SSIM_NUMBA` off, float64 torch operations do, in blocks of
+        :data:`SSIM_BLOCK_ELEMENTS` pixels (:data:`SSIM_ACCELERATOR_BLOCK_ELEMENTS`) with
+        :data:`DISTANCE_CPU_THREADS` threads.
     """
     _check_to_records(recon, records)
     _check_images(records)
@@ -592,12 +586,15 @@ def ssim_to_records(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
 
 
 def _ssim_to_records_numba(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
-    """:func:`ssim_to_records` on a CPU through the compiled kernel :func:`_nb_ssim_to_records`.
+    """:func:`ssim_to_records` on a CPU through the compiled kernel :func:`_nb_ssim_pairs`.
 
     float32 and float64 inputs go in as they are (a kernel is compiled for each, then cached on
-    disk); anything else is converted to float64 first. Runs with torch's intra-op thread count.
+    disk); anything else is converted to float64 first. The R x S pairs are cut into
+    :data:`SSIM_RUNS_PER_THREAD` runs per thread of torch's intra-op count, scored on a pool of
+    that many threads (the kernel releases the GIL); a record cut between two runs has its terms
+    computed twice.
     """
-    n_records, n_samples = recon.shape[:2]
+    n_records, n_samples, channels, height, width = recon.shape
     out = np.empty((n_records, n_samples), dtype=np.float64)
     if out.size == 0:
         return torch.from_numpy(out)
@@ -606,19 +603,34 @@ def _ssim_to_records_numba(recon: torch.Tensor, records: torch.Tensor) -> torch.
         dtype = torch.float64
     recon_np = recon.detach().to(dtype).contiguous().numpy()
     records_np = records.detach().to(dtype).contiguous().numpy()
-    torch_threads = torch.get_num_threads()
-    threads = max(1, min(torch_threads, numba.config.NUMBA_NUM_THREADS))
-    previous = numba.get_num_threads()
-    numba.set_num_threads(threads)
-    try:
-        _nb_ssim_to_records(recon_np, records_np, min(threads, out.size), out)
-    finally:
-        numba.set_num_threads(previous)
-        # numba's OpenMP layer shares torch's libgomp and, when it starts its threads, sets the
-        # process-wide OpenMP count to NUMBA_NUM_THREADS: without this, a process that asked
-        # torch for 1 thread trains on every core after its first SSIM call.
-        torch.set_num_threads(torch_threads)
+    threads = max(1, min(torch.get_num_threads(), out.size))
+    runs = 1 if threads == 1 else min(out.size, SSIM_RUNS_PER_THREAD * threads)
+    padded = -(-(width - 6) // _LANES) * _LANES
+    terms_shape = (2, channels, 0 if n_samples == 1 else height - 6, padded)
+
+    def score(run: int) -> None:
+        _nb_ssim_pairs(
+            recon_np,
+            records_np,
+            run * out.size // runs,
+            (run + 1) * out.size // runs,
+            np.zeros(terms_shape),
+            np.zeros((4, padded + 6)),
+            np.zeros(padded),
+            out,
+        )
+
+    if runs == 1:
+        score(0)
+    else:
+        list(_ssim_pool(threads).map(score, range(runs)))
     return torch.from_numpy(out)
+
+
+@functools.cache
+def _ssim_pool(threads: int) -> ThreadPoolExecutor:
+    """The SSIM kernel's worker threads, one pool per thread count, kept for the process."""
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"ssim{threads}")
 
 
 def _ssim_to_records_torch(recon: torch.Tensor, records: torch.Tensor) -> torch.Tensor:

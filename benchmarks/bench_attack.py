@@ -162,11 +162,11 @@ def measure_memory(args: argparse.Namespace, n_samples: int) -> dict[str, float]
 
 def configuration(args: argparse.Namespace, *, size: int, channels: int) -> str:
     """One line: what ran where."""
+    ssim_path = "numba kernel, torch's count" if distances.SSIM_NUMBA else "torch path, 1"
     return (
         f"{channels}x{size}x{size} ConditionalConvVAE (latent {LATENT_DIM}, untrained); "
         f"torch {torch.__version__}, {args.threads} torch threads (MSE uses "
-        f"{distances.DISTANCE_CPU_THREADS}; SSIM: "
-        f"{'numba kernel on the torch threads' if distances.SSIM_NUMBA else 'torch path, 1'}), "
+        f"{distances.DISTANCE_CPU_THREADS}; SSIM: {ssim_path}), "
         f"{os.cpu_count()} CPUs, "
         f"max_decoded {args.max_decoded}"
     )

@@ -67,13 +67,13 @@ def kernel_line(first_call: float) -> str:
     if not distances.SSIM_NUMBA:
         return "CPU path: torch operations (numba missing): the ratios below are the torch path's"
     numba = distances.numba
-    stats = distances._nb_ssim_to_records.stats
+    stats = distances._nb_ssim_pairs.stats
     how = "loaded from numba's cache" if stats.cache_hits else "compiled"
-    threads = min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)
+    threads = torch.get_num_threads()
     return (
-        f"CPU path: numba {numba.__version__} kernel, {threads} threads "
-        f"({numba.threading_layer()} layer); first call {first_call:.2f} s ({how}), "
-        "not in the timings"
+        f"CPU path: numba {numba.__version__} kernel on {threads} pool thread(s), "
+        f"{distances.SSIM_RUNS_PER_THREAD if threads > 1 else 1} run(s) of pairs per thread; "
+        f"first call {first_call:.2f} s ({how}), not in the timings"
     )
 
 
