@@ -72,9 +72,11 @@ class VaeLdp(Mechanism):
     objective for the cell's epochs, batch size and learning rate.
 
     Notes:
-        epsilon = 2 * 3 * sqrt(d) * sqrt(2 ln(1.25 / delta)) / sigma with delta = 1/|D| (paper
-        003); the analytic Gaussian epsilon (Balle and Wang 2018) is in ``extra``. Labels are not
-        perturbed. See the module docstring for what the claim covers.
+        epsilon is the analytic Gaussian mechanism's (Balle and Wang 2018, Theorem 8) for L2
+        sensitivity Delta = 2 * 3 * sqrt(d) and delta = 1/|D|, a bound for every epsilon. Paper
+        003's classic Delta * sqrt(2 ln(1.25 / delta)) / sigma (its Table 2) is in the notes as
+        ``epsilon_classic``; it is a bound only below 1. Labels are not perturbed. See the module
+        docstring for what the claim covers.
     """
 
     name = MechanismName.VAE_LDP
@@ -142,6 +144,4 @@ class VaeLdp(Mechanism):
             "release_noise": RELEASE[release],
             "labels": "not perturbed (released as they are)",
         }
-        return replace(
-            base, method=f"{base.method} (analytic Gaussian eps in epsilon_analytic)", extra=extra
-        )
+        return replace(base, extra=extra)

@@ -112,8 +112,8 @@ def add_epsilon_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="cdp: RDP-to-DP conversion, improved (Opacus, default) or classic "
         "(min over orders of rdp + log(1/delta)/(order-1), paper 003's Table 2); "
-        "vae-ldp: classic (paper 003's formula, default) or analytic "
-        "(Balle and Wang 2018)",
+        "vae-ldp: analytic (Balle and Wang 2018, a bound for every epsilon; default) "
+        "or classic (paper 003's formula, a bound only below 1)",
     )
     cdp.add_argument(
         "--termwise-accounting",
@@ -231,7 +231,7 @@ def run_epsilon(namespace: argparse.Namespace) -> str:
     elif mech is EpsilonMech.VAE_LDP:
         conversion = parse_choice(
             GaussianConversion,
-            namespace.conversion or GaussianConversion.CLASSIC.value,
+            namespace.conversion or GaussianConversion.ANALYTIC.value,
             "conversion",
         )
         claim = vae_ldp_claim(

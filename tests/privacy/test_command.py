@@ -49,6 +49,13 @@ def test_vae_ldp_example():
     assert "epsilon_analytic" in out
 
 
+def test_vae_ldp_defaults_to_the_analytic_bound():
+    # Balle and Wang 2018, Theorem 8, for Delta = 60, sigma = 0.1, delta = 1/1906 (LFW20's |D|).
+    out = _run("--mech vae-ldp --sigma 0.1 --latent-dim 100 --delta 5.2466e-4")
+    assert _last(out) == pytest.approx(181965, rel=1e-3)
+    assert "epsilon_classic: 2366.15" in out and "NOT a bound" in out
+
+
 def test_vae_ldp_analytic():
     out = _run(
         "--mech vae-ldp --sigma 1000 --latent-dim 100 --delta 5.2466e-4 --conversion analytic"

@@ -101,17 +101,17 @@ def test_analytic_epsilon_satisfies_profile_property(log_ratio, log_delta):
         )
 
 
-def test_claim_keeps_both_and_flags_the_invalid_classic_range():
+def test_claim_defaults_to_the_analytic_bound_and_labels_the_classic_value():
     claim = vae_ldp_claim(sigma=0.1, latent_dim=100, delta=DELTA_LFW20)
-    assert claim.method == "vae-ldp/classic-gaussian"
-    assert claim.epsilon == claim.extra["epsilon_classic"]
-    assert claim.extra["epsilon_analytic"] > claim.epsilon
-    assert "notes" in claim.extra
-    analytic = vae_ldp_claim(
-        sigma=1000, latent_dim=100, delta=DELTA_LFW20, conversion=GaussianConversion.ANALYTIC
+    assert claim.method == "vae-ldp/analytic-gaussian"
+    assert claim.epsilon == claim.extra["epsilon_analytic"]
+    assert claim.extra["epsilon_classic"] < claim.epsilon
+    assert "NOT a bound" in claim.extra["epsilon_classic_note"]
+    classic = vae_ldp_claim(
+        sigma=1000, latent_dim=100, delta=DELTA_LFW20, conversion=GaussianConversion.CLASSIC
     )
-    assert analytic.epsilon == analytic.extra["epsilon_analytic"]
-    assert "notes" not in analytic.extra
+    assert classic.epsilon == classic.extra["epsilon_classic"]
+    assert "epsilon_classic_note" not in classic.extra
 
 
 @pytest.mark.parametrize(
