@@ -195,7 +195,9 @@ def build_run_parser() -> argparse.ArgumentParser:
     mech.add_argument(
         "--termwise-accounting",
         default=None,
-        help="cdp-termwise: composed (two releases) or stacked (one, s/sqrt 2)",
+        help="cdp-termwise: stacked, the only value accepted (both terms share one Poisson "
+        "batch: one sampled Gaussian on the stacked pair, noise multiplier s/sqrt(5) for the "
+        "partition sensitivity 2*C2); composed is refused, it is no bound for a shared batch",
     )
     mech.add_argument("--pixel-cell", type=int, default=None, help="ldp: pixelization cell b")
     mech.add_argument(

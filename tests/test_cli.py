@@ -30,6 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
         (["--dataset", "motionsense", "--window-stride", "-250"], "positive integer, got -250"),
         (["--dataset", "motionsense", "--window-stride", "2.5"], "invalid int value: '2.5'"),
         (["--dataset", "basicmotions", "--window-stride", "50"], "not to 'basicmotions'"),
+        (
+            ["--mech", "cdp-termwise", "--termwise-accounting", "composed"],
+            "termwise accounting 'composed' is refused",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(argv, message, tmp_path, capsys):
@@ -39,6 +43,16 @@ def test_bad_input_is_one_line_and_status_2(argv, message, tmp_path, capsys):
     assert code == 2
     assert err.startswith("error:") and message in err and "\n" not in err
     assert not out.exists()
+
+
+def test_epsilon_refuses_composed_termwise_accounting(capsys):
+    argv = ["epsilon", "--mech", "cdp-termwise", "--n-train", "926", "--batch-size", "32"]
+    argv += ["--epochs", "1000", "--noise-multiplier", "1", "--termwise-accounting", "composed"]
+    code = benchmark.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("error:") and "'composed' is refused" in err and "\n" not in err
+    assert "allowed: stacked" in err
 
 
 def test_lfw20_offline_is_one_line_and_writes_nothing(tmp_path):

@@ -2,8 +2,9 @@
 
 Options: those of ``cdp`` (``clip_norm`` is C1) plus ``clip_norm_2`` (C2, default
 ``DEFAULT_CLIP_RATIO * C1``), ``divergence`` (mmd or sparse, default mmd), ``alpha`` (default
-100), ``partitions`` (b, default 4) and ``termwise_accounting`` (stacked, the default, or
-composed; see ``audit.privacy.termwise``). C2 = 0 or alpha = 0 trains and accounts standard
+100), ``partitions`` (b, default 4) and ``termwise_accounting`` (stacked, the only value
+accepted: composed is refused because both terms share one Poisson batch; see
+``audit.privacy.termwise``). C2 = 0 or alpha = 0 trains and accounts standard
 DP-Adam.
 """
 
@@ -20,10 +21,11 @@ from audit.privacy.termwise import (
     PARTITION_SENSITIVITY_SHARED,
     PARTITION_SENSITIVITY_SINGLETON,
     TermwiseAccounting,
+    check_run_accounting,
     termwise_claim,
     termwise_noise_for_epsilon,
 )
-from audit.privacy.validation import check_non_negative, check_positive_int, parse_choice
+from audit.privacy.validation import check_non_negative, check_positive_int
 from audit.seeding import Purpose, derive_seed
 from models.divergences import Divergence
 from models.dp_training import DPSettings
@@ -52,7 +54,7 @@ class TermwiseDP(CentralDP):
 
     Notes:
         The claim (``audit.privacy.termwise.termwise_claim``) accounts both releases of every
-        step, stacked (one sampled Gaussian at s / sqrt(1 + k^2)) or composed, with k from
+        step stacked (one sampled Gaussian at s / sqrt(1 + k^2) on the shared batch), with k from
         :func:`partition_sensitivity`; its method names the accounting, and its extra holds paper
         004's own kappa-based epsilon for comparison.
     """
@@ -79,11 +81,7 @@ class TermwiseDP(CentralDP):
         if options.get("partitions") is not None:
             check_positive_int("partitions", options["partitions"])
         parse_enum(Divergence, options.get("divergence", Divergence.MMD.value), "divergence")
-        parse_choice(
-            TermwiseAccounting,
-            options.get("termwise_accounting", TermwiseAccounting.STACKED),
-            "termwise accounting",
-        )
+        check_run_accounting(options.get("termwise_accounting", TermwiseAccounting.STACKED))
 
     def _train(
         self,
@@ -115,11 +113,7 @@ class TermwiseDP(CentralDP):
 
     @staticmethod
     def accounting(cell: CellConfig) -> TermwiseAccounting:
-        return parse_choice(
-            TermwiseAccounting,
-            cell.option("termwise_accounting", TermwiseAccounting.STACKED),
-            "termwise accounting",
-        )
+        return check_run_accounting(cell.option("termwise_accounting", TermwiseAccounting.STACKED))
 
     def noise_multiplier(self, cell: CellConfig, *, n_train: int) -> tuple[float, str]:
         target = cell.option("target_epsilon")

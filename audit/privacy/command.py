@@ -11,6 +11,7 @@ from audit.privacy.pixelization import pixelization_claim
 from audit.privacy.termwise import (
     PARTITION_SENSITIVITY_SHARED,
     TermwiseAccounting,
+    check_run_accounting,
     termwise_claim,
     termwise_noise_for_epsilon,
 )
@@ -118,9 +119,10 @@ def add_epsilon_parser(subparsers: argparse._SubParsersAction) -> None:
     cdp.add_argument(
         "--termwise-accounting",
         choices=[a.value for a in TermwiseAccounting],
-        help="cdp-termwise: stacked (default; one sampled Gaussian on the pair of "
-        "terms, exact for one shared batch) or composed (two sampled Gaussians per "
-        "step; valid only if the two terms are sampled independently)",
+        help="cdp-termwise: stacked (the default and the only value accepted): both terms "
+        "share one Poisson batch, accounted as one sampled Gaussian on the stacked pair with "
+        "noise multiplier s/sqrt(1+K^2), s/sqrt(5) at the default K = 2; composed (two "
+        "independently sampled Gaussians) is refused, it is no bound for a shared batch",
     )
     cdp.add_argument(
         "--partition-sensitivity",
@@ -202,7 +204,9 @@ def _run_cdp(ns: argparse.Namespace, mech: EpsilonMech) -> tuple[list[str], floa
     if mech is EpsilonMech.CDP_TERMWISE:
         termwise = {
             "batch_clip_norm": 1.0,  # any C2 > 0: the accounting depends only on C2 > 0
-            "accounting": ns.termwise_accounting or TermwiseAccounting.STACKED.value,
+            "accounting": check_run_accounting(
+                ns.termwise_accounting or TermwiseAccounting.STACKED.value
+            ),
             "partition_sensitivity": ns.partition_sensitivity or PARTITION_SENSITIVITY_SHARED,
         }
     z = ns.noise_multiplier

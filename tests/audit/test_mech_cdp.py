@@ -176,15 +176,20 @@ def test_termwise_claim_names_its_accounting_and_c2_zero_is_dp_adam():
         claim.epsilon == cdp_claim(n_train=16, batch_size=4, epochs=2, noise_multiplier=1.0).epsilon
     )
 
-    cell = make_cell(MechanismName.CDP_TERMWISE, termwise_accounting="composed", partitions=2)
+    cell = make_cell(MechanismName.CDP_TERMWISE, partitions=2)
     history = train(TERMWISE, cell, data)
     assert history.extra["clip_norm_2"] == pytest.approx(0.1 * DEFAULT_CLIP_NORM)
     claim = TERMWISE.claim(cell, data, history)
-    assert claim.method == "opacus-rdp/termwise-composed/improved"
+    assert claim.method == "opacus-rdp/termwise-stacked/improved"
     assert claim.extra["partition_sensitivity"] == 2.0
     assert (
         claim.epsilon > cdp_claim(n_train=16, batch_size=4, epochs=2, noise_multiplier=1.0).epsilon
     )
+
+
+def test_termwise_refuses_composed_accounting_before_training():
+    with pytest.raises(ValueError, match="'composed' is refused.*allowed: stacked"):
+        TERMWISE.validate_options({"termwise_accounting": "composed"}, batch_size=4)
 
 
 def test_partition_sensitivity():

@@ -79,7 +79,15 @@ def test_target_epsilon_prints_the_noise_multiplier_last():
     assert eps == pytest.approx(56.41, rel=1e-4) and eps <= 56.41
 
 
-@pytest.mark.parametrize("accounting", ["composed", "stacked"])
+def test_termwise_refuses_composed_accounting():
+    with pytest.raises(ValueError, match="'composed' is refused.*allowed: stacked"):
+        _run(
+            "--mech cdp-termwise --n-train 926 --batch-size 32 --epochs 1000 "
+            "--noise-multiplier 1 --termwise-accounting composed"
+        )
+
+
+@pytest.mark.parametrize("accounting", ["stacked"])
 def test_termwise(accounting):
     out = _run(
         f"--mech cdp-termwise --n-train 926 --batch-size 32 --epochs 1000 "
