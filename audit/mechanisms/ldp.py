@@ -194,11 +194,15 @@ class LocalDP(Mechanism):
                 n_records=data.n_total,
             )
         opts = pixelization_options(cell, data.shape)
+        channels, height, width = data.shape
         return pixelization_claim(
             eps_i=cell.param_value,
-            channels=data.shape[0],
-            n_records=data.n_total,
+            channels=channels,
+            height=height,
+            width=width,
+            cell=opts.cell,
             neighborhood=opts.neighborhood,
+            n_records=data.n_total,
         )
 
 

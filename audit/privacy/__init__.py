@@ -19,6 +19,7 @@ from audit.privacy.laplace import feature_bounds, laplace_claim, laplace_perturb
 from audit.privacy.noise import sample_laplace
 from audit.privacy.pixelization import (
     pixelization_claim,
+    pixelization_epsilon,
     pixelization_scale,
     pixelize,
     valid_cell_sizes,
@@ -65,6 +66,7 @@ __all__ = [
     "paper_kappa",
     "paper_kappa_epsilon",
     "pixelization_claim",
+    "pixelization_epsilon",
     "pixelization_scale",
     "pixelize",
     "release_noise_multipliers",

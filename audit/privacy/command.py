@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from enum import Enum
 
 from audit.privacy.cdp import cdp_claim, noise_multiplier_for_epsilon
@@ -44,13 +45,17 @@ _OPTION_MECHS: dict[str, set[EpsilonMech]] = {
     "latent_dim": {EpsilonMech.VAE_LDP},
     "eps_i": {EpsilonMech.LDP},
     "channels": {EpsilonMech.LDP},
+    "height": {EpsilonMech.LDP},
+    "width": {EpsilonMech.LDP},
+    "pixel_cell": {EpsilonMech.LDP},
+    "neighborhood": {EpsilonMech.LDP},
     "n_records": {EpsilonMech.LDP},
 }
 _REQUIRED: dict[EpsilonMech, tuple[str, ...]] = {
     EpsilonMech.CDP: ("n_train", "batch_size", "epochs"),
     EpsilonMech.CDP_TERMWISE: ("n_train", "batch_size", "epochs"),
     EpsilonMech.VAE_LDP: ("sigma", "latent_dim", "delta"),
-    EpsilonMech.LDP: ("eps_i",),
+    EpsilonMech.LDP: ("eps_i", "height", "width"),
 }
 
 
@@ -72,7 +77,7 @@ def add_epsilon_parser(subparsers: argparse._SubParsersAction) -> None:
         choices=[m.value for m in EpsilonMech],
         help="cdp: DP-Adam (Poisson-sampled Gaussian, Opacus RDP); cdp-termwise: "
         "term-wise DP-Adam of paper 004; vae-ldp: VAE-LDP Gaussian mechanism; "
-        "ldp: Fan's image pixelization (per-record eps = channels * eps_i). "
+        "ldp: Fan's image pixelization (any two records: eps = channels * eps_i * H * W / m). "
         "Default: cdp",
     )
     cdp = p.add_argument_group("cdp and cdp-termwise")
@@ -152,6 +157,23 @@ def add_epsilon_parser(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         help="channels perturbed independently (default 3, RGB)",
     )
+    ldp.add_argument("--height", metavar="H", type=int, help="image height in pixels")
+    ldp.add_argument("--width", metavar="W", type=int, help="image width in pixels")
+    ldp.add_argument(
+        "--pixel-cell",
+        metavar="b",
+        type=int,
+        help="pixelization cell side b, dividing H and W (default 1); epsilon does not depend "
+        "on it",
+    )
+    ldp.add_argument(
+        "--neighborhood",
+        "--m",
+        dest="neighborhood",
+        metavar="m",
+        type=int,
+        help="Fan's neighbourhood m in pixels, 1..H*W (default round(sqrt(H*W)), paper 003's)",
+    )
     ldp.add_argument(
         "--n-records",
         metavar="N",
@@ -222,6 +244,21 @@ def _run_cdp(ns: argparse.Namespace, mech: EpsilonMech) -> tuple[list[str], floa
     return lines, claim.epsilon
 
 
+def _pixelization(ns: argparse.Namespace) -> PrivacyClaim:
+    height = check_positive_int("height", ns.height)
+    width = check_positive_int("width", ns.width)
+    m = ns.neighborhood
+    return pixelization_claim(
+        eps_i=ns.eps_i,
+        channels=3 if ns.channels is None else ns.channels,
+        height=height,
+        width=width,
+        cell=1 if ns.pixel_cell is None else ns.pixel_cell,
+        neighborhood=max(1, round(math.sqrt(height * width))) if m is None else m,
+        n_records=ns.n_records,
+    )
+
+
 def run_epsilon(namespace: argparse.Namespace) -> str:
     """The ``epsilon`` subcommand's text; its last line is the bare number.
 
@@ -246,9 +283,6 @@ def run_epsilon(namespace: argparse.Namespace) -> str:
         )
         lines, value = [f"mechanism: {mech.value}", *_describe(claim)], claim.epsilon
     else:
-        channels = 3 if namespace.channels is None else namespace.channels
-        claim = pixelization_claim(
-            eps_i=namespace.eps_i, channels=channels, n_records=namespace.n_records
-        )
+        claim = _pixelization(namespace)
         lines, value = [f"mechanism: {mech.value}", *_describe(claim)], claim.epsilon
     return "\n".join([*lines, f"{value:.10g}"])

@@ -76,9 +76,8 @@ def pixelize(
 
     Notes:
         Each channel's pixelized image is eps_i-DP for images differing in up to
-        ``neighborhood`` = m pixels (Fan 2018); channels are perturbed independently, so a
-        C-channel image is C * eps_i-DP (see :func:`pixelization_claim`). Clipping is
-        post-processing.
+        ``neighborhood`` = m pixels (Fan 2018); for any two images a C-channel image is
+        C * eps_i * H * W / m -DP (:func:`pixelization_epsilon`). Clipping is post-processing.
     """
     scale = pixelization_scale(eps_i=eps_i, cell=cell, neighborhood=neighborhood)
     _check_images(x, cell)
@@ -89,27 +88,97 @@ def pixelize(
     return expand_cells((means + noise).clamp(0.0, 1.0), cell=cell)
 
 
-def pixelization_claim(
-    *, eps_i: float, channels: int, n_records: int | None = None, neighborhood: int | None = None
-) -> PrivacyClaim:
-    """Per-record claim of pixelization: epsilon = channels * eps_i, delta = 0.
+def check_geometry(*, height: int, width: int, cell: int, neighborhood: int) -> None:
+    """Refuse a cell side b that does not tile H x W, or an m outside 1..H*W (ValueError)."""
+    check_positive_int("height", height)
+    check_positive_int("width", width)
+    check_positive_int("cell", cell)
+    check_positive_int("neighborhood", neighborhood)
+    if height % cell or width % cell:
+        valid = ", ".join(map(str, valid_cell_sizes(height, width)))
+        raise ValueError(
+            f"pixel cell b={cell} does not tile a {height}x{width} image (b must divide both "
+            f"sides); valid b: {valid}"
+        )
+    if neighborhood > height * width:
+        raise ValueError(
+            f"neighborhood m={neighborhood} exceeds the {height * width} pixels of a "
+            f"{height}x{width} image; choose 1..{height * width}"
+        )
 
-    No composition over cells: Fan's scale already covers the whole image. With ``n_records``,
-    ``extra["epsilon_dataset_sum"]`` is paper 003's Table 2 figure |D| * channels * eps_i (a sum
-    over all records, not a per-record guarantee).
+
+def pixelization_epsilon(
+    *, eps_i: float, channels: int, height: int, width: int, cell: int, neighborhood: int
+) -> float:
+    """Epsilon of :func:`pixelize` for ANY two images (H x W x c, values in [0, 1]).
+
+    Returns ``c * eps_i * H * W / m``, for every cell side b (64x64x3, m = 64: 192 eps_i).
+
+    Notes:
+        Adjacency: any two records (local DP). Per channel there are (H/b)(W/b) cell means, each
+        the mean of b^2 pixels in [0, 1], so each moves by at most 1 between any two images and
+        the L1 sensitivity of one channel's means is (H/b)(W/b) = H W / b^2. The Laplace scale
+        is m / (b^2 eps_i) (:func:`pixelization_scale`), so one channel is
+        (H W / b^2) / (m / (b^2 eps_i)) = eps_i H W / m -DP; b cancels. The c channels get
+        independent noise: c eps_i H W / m by sequential composition (the L1 sensitivity of all
+        c (H/b)(W/b) means is c H W / b^2 with the same scale, the same number). Clipping to
+        [0, 1] and expanding cells back to pixels are post-processing. Fan's eps_i covers only
+        images differing in at most m pixels (the m-neighbourhood): c * eps_i against those.
     """
     eps = check_positive("eps_i", eps_i)
     c = check_positive_int("channels", channels)
-    extra: dict[str, float | str] = {"eps_i": eps, "channels": c}
-    if neighborhood is not None:
-        extra["neighborhood_pixels"] = check_positive_int("neighborhood", neighborhood)
+    check_geometry(height=height, width=width, cell=cell, neighborhood=neighborhood)
+    return c * eps * height * width / neighborhood
+
+
+def pixelization_claim(
+    *,
+    eps_i: float,
+    channels: int,
+    height: int,
+    width: int,
+    neighborhood: int,
+    cell: int = 1,
+    n_records: int | None = None,
+) -> PrivacyClaim:
+    """Per-record claim of pixelization for any two records: :func:`pixelization_epsilon`.
+
+    ``extra`` keeps, labelled, the m-neighbourhood epsilon (channels * eps_i: Fan's guarantee,
+    only against images differing in at most m pixels) and, with ``n_records``, paper 003's
+    Table 2 figure |D| * channels * eps_i (a dataset-wide sum of m-neighbourhood epsilons, not a
+    per-record guarantee).
+    """
+    epsilon = pixelization_epsilon(
+        eps_i=eps_i,
+        channels=channels,
+        height=height,
+        width=width,
+        cell=cell,
+        neighborhood=neighborhood,
+    )
+    eps, c = float(eps_i), int(channels)
+    extra: dict[str, float | str] = {
+        "eps_i": eps,
+        "channels": c,
+        "image_pixels": f"{height}x{width}",
+        "pixel_cell": cell,
+        "neighborhood_pixels": neighborhood,
+        "epsilon_any_two_records": "channels * eps_i * H * W / m (L1 sensitivity of the cell "
+        "means over the Laplace scale)",
+        "epsilon_m_neighbourhood": c * eps,
+        "epsilon_m_neighbourhood_note": "Fan's channels * eps_i, only against images differing "
+        "in at most m pixels; not the epsilon column",
+    }
     if n_records is not None:
         extra["epsilon_dataset_sum"] = check_positive_int("n_records", n_records) * c * eps
-        extra["notes"] = "epsilon_dataset_sum: paper 003 Table 2 style |D| * per-record epsilon"
+        extra["notes"] = (
+            "epsilon_dataset_sum: paper 003 Table 2's |D| * channels * eps_i, a dataset-wide "
+            "sum of m-neighbourhood epsilons, not a per-record bound"
+        )
     return PrivacyClaim(
-        epsilon=c * eps,
+        epsilon=epsilon,
         delta=0.0,
-        method="ldp-pixelization/laplace",
+        method="ldp-pixelization/laplace/any-two-records",
         accountant="ldp-composition",
         extra=extra,
     )

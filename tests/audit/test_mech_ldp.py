@@ -1,7 +1,8 @@
 """The ``ldp`` mechanism (Fan's DP image pixelization) as the pipeline uses it.
 
 What the target VAE sees is perturbed (LDP-Full: D_train and D_val; LDP-Train: D_train); the real
-D_test and the attack's records stay unperturbed; the claim is per record (channels * eps_i).
+D_test and the attack's records stay unperturbed; the claim covers any two records
+(channels * eps_i * H * W / m).
 """
 
 from __future__ import annotations
@@ -116,13 +117,16 @@ def test_huge_epsilon_keeps_the_images():
     torch.testing.assert_close(prepared.train[0], data.train[0], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("channels, factor", [(1, 1), (3, 3)])
-def test_claim_is_per_record_channels_times_eps_i(channels, factor):
+@pytest.mark.parametrize("channels", [1, 3])
+@pytest.mark.parametrize("pixel_cell", [1, 2])
+def test_claim_covers_any_two_records(channels, pixel_cell):
+    # 8x8 images, default m = 8: channels * eps_i * 64 / 8, whatever the cell side b.
     data = make_data(channels)
-    claim = MECH.claim(make_cell(500.0), data, TrainHistory())
-    assert claim.epsilon == factor * 500.0 and claim.delta == 0.0
+    claim = MECH.claim(make_cell(500.0, pixel_cell=pixel_cell), data, TrainHistory())
+    assert claim.epsilon == channels * 500.0 * 8 and claim.delta == 0.0
     assert claim.extra["eps_i"] == 500.0
-    assert claim.extra["epsilon_dataset_sum"] == data.n_total * factor * 500.0
+    assert claim.extra["epsilon_m_neighbourhood"] == channels * 500.0
+    assert claim.extra["epsilon_dataset_sum"] == data.n_total * channels * 500.0
     assert "Table 2" in claim.extra["notes"]
 
 
@@ -131,7 +135,7 @@ def test_dataset_sum_reproduces_paper_003_table_2():
     data = make_data(3, n=(953, 381, 572))
     claim = MECH.claim(make_cell(10000.0), data, TrainHistory())
     assert math.isclose(claim.extra["epsilon_dataset_sum"], 5.718e7)
-    assert claim.epsilon == 30000.0
+    assert claim.extra["epsilon_m_neighbourhood"] == 30000.0
 
 
 def test_default_neighbourhood_is_sqrt_of_pixels():
@@ -196,7 +200,9 @@ def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):
     assert private.phi.notna().all()
     assert (private.privacy_notes.str.len() > 0).all()
     ldp_row = private[private.mech == "ldp"].iloc[0]
-    assert ldp_row.epsilon == 100.0 and "ldp_setting=full" in ldp_row.privacy_notes
+    # digits: 8x8x1, default m = 8: 1 * 100 * 64 / 8 for any two records; 100 for m pixels
+    assert ldp_row.epsilon == 800.0 and "ldp_setting=full" in ldp_row.privacy_notes
+    assert "epsilon_m_neighbourhood=100.0" in ldp_row.privacy_notes
     vae_row = private[private.mech == "vae-ldp"].iloc[0]
     assert "perturbation_data=val" in vae_row.privacy_notes
     assert "epsilon_analytic" in vae_row.privacy_notes

@@ -107,15 +107,27 @@ def test_termwise(accounting):
 
 
 def test_ldp_defaults_to_three_channels():
-    assert _last(_run("--mech ldp --eps-i 100")) == pytest.approx(300)
-    out = _run("--mech ldp --eps-i 10000 --channels 3 --n-records 1906")
-    assert "epsilon_dataset_sum: 5.718e+07" in out and _last(out) == pytest.approx(30000)
+    assert _last(_run("--mech ldp --eps-i 100 --height 8 --width 8")) == pytest.approx(2400)
+    out = _run("--mech ldp --eps-i 10000 --channels 3 --height 64 --width 64 --n-records 1906")
+    assert "epsilon_dataset_sum: 5.718e+07" in out and _last(out) == pytest.approx(192 * 10000)
+
+
+def test_ldp_epsilon_covers_any_two_records():
+    out = _run("--mech ldp --eps-i 1 --channels 3 --height 64 --width 64")
+    assert _last(out) == pytest.approx(192)
+    assert "epsilon_m_neighbourhood: 3\n" in out
+    same = _run("--mech ldp --eps-i 1 --channels 3 --height 64 --width 64 --pixel-cell 4 --m 64")
+    assert _last(same) == pytest.approx(192)
+    assert _last(_run("--mech ldp --eps-i 1 --height 64 --width 64 --m 128")) == pytest.approx(96)
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         ("--mech ldp --eps-i 1 --sigma 2", "--sigma does not apply to --mech ldp"),
+        ("--mech ldp --eps-i 1", "needs --height, --width"),
+        ("--mech ldp --eps-i 1 --height 64 --width 64 --pixel-cell 5", "valid b: 1, 2, 4"),
+        ("--mech ldp --eps-i 1 --height 8 --width 8 --m 65", "choose 1..64"),
         (
             "--mech cdp --n-train 10 --batch-size 2 --epochs 1 --noise-multiplier 1 --eps-i 1",
             "--eps-i does not apply",
@@ -142,7 +154,7 @@ def test_ldp_defaults_to_three_channels():
             "delta must lie in the open interval",
         ),
         ("--mech cdp --n-train 0 --batch-size 2 --epochs 1 --noise-multiplier 1", "got 0"),
-        ("--mech ldp --eps-i -1", "got -1.0"),
+        ("--mech ldp --eps-i -1 --height 8 --width 8", "got -1.0"),
     ],
 )
 def test_invalid_combinations_raise_value_error(args, message):

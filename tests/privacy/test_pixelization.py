@@ -7,11 +7,13 @@ from hypothesis import strategies as st
 
 from audit.privacy import (
     pixelization_claim,
+    pixelization_epsilon,
     pixelization_scale,
     pixelize,
     sample_laplace,
     valid_cell_sizes,
 )
+from audit.privacy.pixelization import cell_means
 
 from .stats import Z_THRESHOLD, laplace_variance_z
 
@@ -154,18 +156,69 @@ def test_bad_images(x, message):
 
 
 def test_claim_per_record_and_table2_dataset_sum():
-    claim = pixelization_claim(eps_i=10000, channels=3, n_records=1906)
-    assert claim.epsilon == 30000 and claim.delta == 0
+    claim = pixelization_claim(
+        eps_i=10000, channels=3, height=64, width=64, neighborhood=64, n_records=1906
+    )
+    assert claim.epsilon == 192 * 10000 and claim.delta == 0
+    assert claim.extra["epsilon_m_neighbourhood"] == 30000
     # Paper 003, Table 2, LDP LFW20 eps_i = 10000: 5.718e+07 = 1906 * 3 * 10000.
     assert claim.extra["epsilon_dataset_sum"] == pytest.approx(5.718e7)
+    assert "not a per-record bound" in claim.extra["notes"]
     assert claim.extra["eps_i"] == 10000
-    assert "epsilon_dataset_sum" not in pixelization_claim(eps_i=1.0, channels=1).extra
+    plain = pixelization_claim(eps_i=1.0, channels=1, height=8, width=8, neighborhood=8)
+    assert "epsilon_dataset_sum" not in plain.extra
+
+
+def test_epsilon_covers_any_two_images_for_every_cell_side():
+    # 64x64x3, m = 64 (paper 003): 3 * 64 * 64 / 64 = 192 per unit eps_i, whatever b.
+    for b in valid_cell_sizes(64, 64):
+        assert pixelization_epsilon(
+            eps_i=1.0, channels=3, height=64, width=64, cell=b, neighborhood=64
+        ) == pytest.approx(192)
+
+
+def _binary_images(channels: int, height: int, width: int) -> torch.Tensor:
+    """Every image with pixels in {0, 1}: the vertices of [0, 1]^(C H W), where the convex L1
+    distance of cell means reaches its maximum."""
+    n = channels * height * width
+    codes = torch.arange(2**n).unsqueeze(1)
+    bits = (codes >> torch.arange(n)) & 1
+    return bits.float().view(-1, channels, height, width)
+
+
+@pytest.mark.parametrize(
+    "channels, height, width, cell, neighborhood",
+    [(1, 2, 2, 1, 1), (1, 2, 2, 2, 2), (2, 2, 2, 1, 2), (1, 2, 4, 2, 3), (1, 2, 4, 1, 8)],
+)
+def test_epsilon_is_brute_force_l1_sensitivity_over_scale(
+    channels, height, width, cell, neighborhood
+):
+    x = _binary_images(channels, height, width)
+    means = cell_means(x, cell=cell).flatten(1)
+    sensitivity = torch.cdist(means, means, p=1).max().item()  # over ALL pairs of images
+    scale = pixelization_scale(eps_i=0.7, cell=cell, neighborhood=neighborhood)
+    expected = sensitivity / scale
+    assert pixelization_epsilon(
+        eps_i=0.7,
+        channels=channels,
+        height=height,
+        width=width,
+        cell=cell,
+        neighborhood=neighborhood,
+    ) == pytest.approx(expected, rel=1e-6)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "quoted"),
-    [({"channels": 0}, "0"), ({"n_records": -5}, "-5"), ({"eps_i": 0.0}, "0.0")],
+    [
+        ({"channels": 0}, "0"),
+        ({"n_records": -5}, "-5"),
+        ({"eps_i": 0.0}, "0.0"),
+        ({"cell": 3}, "valid b: 1, 2, 4, 8"),
+        ({"neighborhood": 65}, "choose 1..64"),
+    ],
 )
 def test_claim_bad_inputs(kwargs, quoted):
+    base = {"eps_i": 1.0, "channels": 3, "height": 8, "width": 8, "neighborhood": 8}
     with pytest.raises(ValueError, match=quoted.replace(".", r"\.").replace("-", r"\-")):
-        pixelization_claim(**{"eps_i": 1.0, "channels": 3, **kwargs})
+        pixelization_claim(**{**base, **kwargs})
