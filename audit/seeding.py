@@ -1,4 +1,10 @@
-"""One root seed split per purpose, so that no code path touches a global RNG."""
+"""One root seed split per purpose, so that no code path touches a global RNG.
+
+A mechanism's noise (DP-Adam's Gaussian noise, LDP and VAE-LDP perturbations, term-wise
+partitions and prior samples) is also keyed by the cell's ``config_hash``, so no two cells of a
+sweep share a noise draw (subtracting two releases must not cancel their noise). Initialisation
+and batch-order seeds stay per root seed, so same-seed cells stay comparable with the baseline.
+"""
 
 from __future__ import annotations
 

@@ -106,7 +106,7 @@ class CentralDP(Mechanism):
         dp = DPSettings(
             noise_multiplier=z,
             clip_norm=clip_norm,
-            noise_seed=derive_seed(cell.seed, Purpose.DP_NOISE),
+            noise_seed=derive_seed(cell.seed, Purpose.DP_NOISE, cell.config_hash),
         )
         history = self._train(model, prepared, cell, ctx, settings, dp)
         history.extra.update({"clip_norm_source": source, "noise_multiplier_source": z_source})

@@ -134,7 +134,7 @@ class LocalDP(Mechanism):
         self.validate_value(cell.param_value)
 
         def perturb(split: str, pair: Pair) -> Pair:
-            generator = torch_generator(cell.seed, Purpose.PERTURB, split)
+            generator = torch_generator(cell.seed, Purpose.PERTURB, cell.config_hash, split)
             x = pixelize(
                 pair[0].cpu(),
                 eps_i=cell.param_value,
@@ -162,7 +162,7 @@ class LocalDP(Mechanism):
         self.validate_value(cell.param_value)
 
         def perturb(split: str, pair: Pair) -> Pair:
-            generator = torch_generator(cell.seed, Purpose.PERTURB, split)
+            generator = torch_generator(cell.seed, Purpose.PERTURB, cell.config_hash, split)
             x = pair[0].cpu().clamp(*SERIES_BOUNDS)
             noisy = laplace_perturb_series(
                 x, eps_i=cell.param_value, generator=generator, bounds=SERIES_BOUNDS

@@ -98,7 +98,7 @@ class TermwiseDP(CentralDP):
             alpha=float(cell.option("alpha", DEFAULT_ALPHA)),
             partitions=int(cell.option("partitions", DEFAULT_PARTITIONS)),
             clip_norm=DEFAULT_CLIP_RATIO * dp.clip_norm if c2 is None else float(c2),
-            seed=derive_seed(cell.seed, Purpose.TRAIN, "termwise"),
+            seed=derive_seed(cell.seed, Purpose.TRAIN, "termwise", cell.config_hash),
         )
         return train_termwise_vae(
             model, prepared.train, prepared.val, settings, dp, termwise, progress=ctx.progress

@@ -95,7 +95,7 @@ class VaeLdp(Mechanism):
         model, history = self.fit_perturbation_model(cell, data, fit, monitor, ctx)
 
         def perturb(split: str, pair: Pair) -> Pair:
-            generator = torch_generator(cell.seed, Purpose.PERTURB, split)
+            generator = torch_generator(cell.seed, Purpose.PERTURB, cell.config_hash, split)
             return model.perturb(pair[0], pair[1], generator=generator, noise=release), pair[1]
 
         notes: dict[str, float | str] = {

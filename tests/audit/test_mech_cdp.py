@@ -192,6 +192,41 @@ def test_termwise_refuses_composed_accounting_before_training():
         TERMWISE.validate_options({"termwise_accounting": "composed"}, batch_size=4)
 
 
+def test_dp_noise_and_termwise_seeds_differ_per_cell(monkeypatch):
+    """Cells that differ only in z (or in any option) draw independent DP noise, partitions and
+    prior samples; the same cell draws the same."""
+    import audit.mechanisms.cdp as cdp_module
+    import audit.mechanisms.termwise as termwise_module
+
+    seen: list[tuple[int, ...]] = []
+
+    def spy_cdp(model, train, val, settings, dp, **kwargs):
+        seen.append((dp.noise_seed,))
+        return TrainHistory()
+
+    def spy_termwise(model, train, val, settings, dp, termwise, **kwargs):
+        seen.append((dp.noise_seed, termwise.seed))
+        return TrainHistory()
+
+    monkeypatch.setattr(cdp_module, "train_dp_vae", spy_cdp)
+    monkeypatch.setattr(termwise_module, "train_termwise_vae", spy_termwise)
+    data = make_data()
+    cells = [
+        (CDP, make_cell(z=1.0)),
+        (CDP, make_cell(z=1.0)),
+        (CDP, make_cell(z=2.0)),
+        (CDP, make_cell(z=1.0, clip_norm=0.5)),
+        (TERMWISE, make_cell(MechanismName.CDP_TERMWISE, z=1.0)),
+        (TERMWISE, make_cell(MechanismName.CDP_TERMWISE, z=2.0)),
+    ]
+    for mech, cell in cells:
+        mech.train(None, mech.prepare(cell, data, CTX), cell, CTX)
+    assert seen[0] == seen[1]
+    noise_seeds = [seen[0][0], *(s[0] for s in seen[2:])]
+    assert len(set(noise_seeds)) == len(noise_seeds)
+    assert seen[4][1] != seen[5][1]
+
+
 def test_partition_sensitivity():
     assert partition_sensitivity(n_train=100, partitions=4) == 2.0
     assert partition_sensitivity(n_train=4, partitions=4) == 1.0

@@ -79,13 +79,30 @@ def test_train_setting_leaves_val_unperturbed():
     assert prepared.notes["ldp_setting"] == "train"
 
 
-def test_train_perturbation_is_the_same_in_both_settings_and_seeded():
+def test_perturbation_is_seeded_and_differs_per_cell():
     data = make_data()
     full = MECH.prepare(make_cell(100.0), data, CTX)
+    again = MECH.prepare(make_cell(100.0), data, CTX)
     train_only = MECH.prepare(make_cell(100.0, ldp_setting="train"), data, CTX)
     other_seed = MECH.prepare(make_cell(100.0, seed=1), data, CTX)
-    assert torch.equal(full.train[0], train_only.train[0])
+    assert torch.equal(full.train[0], again.train[0])
+    assert not torch.equal(full.train[0], train_only.train[0])
     assert not torch.equal(full.train[0], other_seed.train[0])
+
+
+def test_two_cells_do_not_share_noise_subtraction_recovers_no_pixel():
+    """Same seed, eps_i 1e4 and 2e4 (b = 1, m = 8: scales s1 = 8e-4, s2 = 4e-4). With shared
+    Laplace draws n, out_k = x + s_k n wherever unclipped, so (s1 out2 - s2 out1) / (s1 - s2)
+    gives x back exactly; with independent draws it misses by about the noise scale."""
+    data = make_data(3)
+    outs = [MECH.prepare(make_cell(eps), data, CTX).train[0].double() for eps in (1e4, 2e4)]
+    s1, s2 = 8 / 1e4, 8 / 2e4
+    recovered = (s1 * outs[1] - s2 * outs[0]) / (s1 - s2)
+    x = data.train[0].double()
+    inside = (outs[0] > 0) & (outs[0] < 1) & (outs[1] > 0) & (outs[1] < 1)
+    exact = ((recovered - x).abs() < 1e-6) & inside
+    assert inside.float().mean() > 0.9  # the attack would apply to most pixels
+    assert exact.float().mean() < 0.01
 
 
 def test_attack_records_are_the_unperturbed_ones():

@@ -119,6 +119,25 @@ def test_prepare_is_seeded():
     assert not torch.equal(a.train[0], c.train[0])
 
 
+def test_release_noise_differs_per_cell(monkeypatch):
+    """Two cells (sigma 1 and 2, same seed) must not share the release noise draws."""
+
+    class Fake:
+        def perturb(self, x, y, *, generator, noise):
+            return torch.randn(x.shape, generator=generator)
+
+    monkeypatch.setattr(
+        type(MECH),
+        "fit_perturbation_model",
+        lambda self, cell, data, fit, monitor, ctx: (Fake(), TrainHistory(train_loss=[0.0])),
+    )
+    data = make_data()
+    a, again, b = (MECH.prepare(make_cell(s), data, CTX) for s in (1.0, 1.0, 2.0))
+    assert torch.equal(a.train[0], again.train[0])
+    assert not torch.equal(a.train[0], b.train[0])
+    assert not torch.equal(a.val[0], b.val[0])
+
+
 @pytest.mark.parametrize(
     "sigma, n_total, expected",
     [  # paper 003, Table 2, VAE-LDP (d = 100): LFW20 |D| = 1906 (delta 5.25e-4, and 1906 RGB
