@@ -12,11 +12,15 @@ With C2 = 0 or alpha = 0 there is no batch-wise release and the run is standard 
 bit for bit.
 
 Notes:
-    Partitions are fixed per record (a seeded permutation of D_train's indices modulo b), not
-    positional chunks of the sampled batch: with chunks, one added record would shift every later
-    partition (see ``audit.privacy.termwise``). Adding or removing one record then changes its own
-    clipped phi-gradient (by <= C1) and its partition's clipped psi-gradient (by <= 2 C2, or
-    <= C2 when partitions hold at most one record): paper 004's Lemma 2 counts C1 + C2.
+    Partitions are fixed per record and independent of every other record: record i's partition
+    is a keyed hash of (seed, i) modulo b (:func:`partition_assignment`), neither positional
+    chunks of the sampled batch nor a balanced permutation of D_train (both move other records'
+    partitions when one record is added or removed; see ``audit.privacy.termwise``). Adding or
+    removing one record then changes its own clipped phi-gradient (by <= C1) and only its own
+    partition's clipped psi-gradient (by <= 2 C2): paper 004's Lemma 2 counts C1 + C2. Partition
+    sizes are therefore not balanced; a partition with fewer than two records in a batch (the
+    unbiased MMD needs two) contributes the zero gradient, which lies in the C2 ball, so the
+    2 C2 bound still holds when a record's arrival or departure crosses that threshold.
     psi depends on the encoder only; its gradient on the decoder's parameters is the constant 0
     for every batch, so its noise goes on the encoder's coordinates only (sensitivity 0 elsewhere).
     phi's KL stays against N(0, I) for both divergences, so that C2 = 0 is DP-Adam and D_gen
@@ -25,6 +29,7 @@ Notes:
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from enum import Enum
@@ -97,15 +102,27 @@ class TermwiseSettings:
         return self.alpha > 0 and self.clip_norm > 0
 
 
-def partition_assignment(
-    n_train: int, partitions: int, *, generator: torch.Generator
-) -> torch.Tensor:
-    """Partition (n_train,) int64 of every D_train record: a random permutation modulo b.
+def record_partition(index: int, partitions: int, *, seed: int) -> int:
+    """Partition of the D_train record at ``index``: SHA-256 of (seed, index), modulo b.
 
-    Fixed for the whole run and independent of the data, so a record's partition does not depend
-    on which other records a Poisson batch holds; sizes differ by at most one.
+    A function of (seed, index) only, i.i.d. uniform over 0..b-1 across indices (up to the
+    2^-64-level bias of a 64-bit hash modulo b).
     """
-    return torch.randperm(n_train, generator=generator) % partitions
+    digest = hashlib.sha256(f"termwise-partition|{seed}|{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") % partitions
+
+
+def partition_assignment(n_train: int, partitions: int, *, seed: int) -> torch.Tensor:
+    """Partition (n_train,) int64 of every D_train record: :func:`record_partition` of each index.
+
+    Fixed for the whole run and independent of the data and of every other record: adding or
+    removing a record moves no other record's partition. Sizes are not balanced.
+    """
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise ValueError(f"partitions must be a positive integer, got {partitions!r}")
+    return torch.tensor(
+        [record_partition(i, partitions, seed=seed) for i in range(n_train)], dtype=torch.int64
+    )
 
 
 class PartitionDivergence(nn.Module):
@@ -180,7 +197,7 @@ class PartitionedBatchTerm:
         self.clip_norm = settings.clip_norm
         self.denominator = settings.partitions
         self._gen = torch.Generator().manual_seed(settings.seed)
-        self._assignment = partition_assignment(n_train, settings.partitions, generator=self._gen)
+        self._assignment = partition_assignment(n_train, settings.partitions, seed=settings.seed)
         self._vae = vae
         self._module = PartitionDivergence(
             vae, alpha=settings.alpha, partitions=settings.partitions

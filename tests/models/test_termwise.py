@@ -26,6 +26,7 @@ from models.termwise import (
     TermwiseSettings,
     encoder_parameters,
     partition_assignment,
+    record_partition,
     train_termwise_vae,
 )
 from models.training import VAETrainSettings
@@ -203,11 +204,31 @@ def test_a_shared_partition_can_move_by_2_c2():
     assert norm([with_b[0] - without_b[0]]) == pytest.approx(2 * c2 * 5 / (5 + CLIP_EPS))
 
 
-def test_partition_assignment_is_fixed_and_balanced():
-    a = partition_assignment(10, 3, generator=torch.Generator().manual_seed(0))
-    b = partition_assignment(10, 3, generator=torch.Generator().manual_seed(0))
-    assert torch.equal(a, b)
-    assert sorted(torch.bincount(a, minlength=3).tolist()) == [3, 3, 4]
+def test_partition_assignment_is_fixed_per_record():
+    a = partition_assignment(10, 3, seed=0)
+    assert torch.equal(a, partition_assignment(10, 3, seed=0))
+    assert torch.equal(a, torch.tensor([record_partition(i, 3, seed=0) for i in range(10)]))
+    assert not torch.equal(partition_assignment(50, 3, seed=0), partition_assignment(50, 3, seed=1))
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 4, 7])
+def test_adding_or_removing_a_record_moves_no_other_partition(partitions):
+    """The 2 C2 sensitivity needs each record's partition to depend on that record alone."""
+    n = 40
+    base = partition_assignment(n, partitions, seed=5)
+    added = partition_assignment(n + 1, partitions, seed=5)  # a record appended at index n
+    removed = partition_assignment(n - 1, partitions, seed=5)  # the last record removed
+    assert torch.equal(added[:n], base)
+    assert torch.equal(removed, base[: n - 1])
+    for n_small in range(1, 12):  # every prefix agrees: no record depends on N_train
+        assert torch.equal(partition_assignment(n_small, partitions, seed=5), base[:n_small])
+
+
+def test_partition_assignment_is_roughly_uniform():
+    # 3000 i.i.d. uniform draws over 3 partitions: each count ~ Binomial(3000, 1/3), sd 25.8;
+    # 5 sd either side.
+    counts = torch.bincount(partition_assignment(3000, 3, seed=0), minlength=3)
+    assert ((counts - 1000).abs() < 5 * 25.9).all()
 
 
 def data(n: int = 24):
