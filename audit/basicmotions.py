@@ -4,7 +4,8 @@ badminton). An offline stand-in for MotionSense, read as package data from an in
 or aeon (both ship the same two ``.ts`` files) WITHOUT importing either package.
 
 The archive's own TRAIN/TEST division is ignored: both files are pooled and the pipeline splits
-them like every other dataset. Scaling to [-1, 1] happens per cell from D_train.
+them like every other dataset. The fixed channel ranges :data:`RANGES` (not the records'
+own minima and maxima) clip and scale them to [-1, 1] in the pipeline.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.datasets import Dataset, DatasetUnavailable, Modality
+from audit.series import GYRO_RAD_S, ChannelScaler, G
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,14 @@ SHA256 = {
     "TRAIN": "8dc43cc6306cb679c888c01e26f91772ac4441a916da43bac8b79734a538b9d6",
     "TEST": "79213102bc6fca1a398ad98ce1185dff0208fa3d1465e687f48288946b0ff8dc",
 }
+
+#: Fixed ranges of the 6 channels, not taken from the records: the smartwatch accelerometer
+#: (m/s^2) within a +-8 g full scale, the gyroscope (rad/s) within +-2000 deg/s.
+RANGES = ChannelScaler(
+    lower=np.array([-8 * G] * 3 + [-GYRO_RAD_S] * 3),
+    upper=np.array([8 * G] * 3 + [GYRO_RAD_S] * 3),
+    source="BasicMotions smartwatch: accelerometer +-8 g in m/s^2, gyroscope +-2000 deg/s in rad/s",
+)
 
 
 def packaged_files() -> tuple[Path, Path]:
@@ -102,4 +112,4 @@ def load_basicmotions(data_home: Path | None = None) -> Dataset:
     x = np.concatenate([p[0] for p in parts])
     y = np.array([classes.index(label) for p in parts for label in p[1]], dtype=np.int64)
     log.info("BasicMotions: %d series of shape %s", len(x), x.shape[1:])
-    return Dataset(NAME, x, y, classes, modality=Modality.SERIES, scale_on_train=True)
+    return Dataset(NAME, x, y, classes, modality=Modality.SERIES, channel_ranges=RANGES)

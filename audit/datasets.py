@@ -2,8 +2,8 @@
 
 Image loaders return float32 images (N, C, H, W) in [0, 1]; series loaders (``motionsense``,
 ``basicmotions``; see :mod:`audit.motionsense`, :mod:`audit.basicmotions`) float32 series
-(N, T, F) in sensor units, scaled to [-1, 1] per cell from D_train (:mod:`audit.series`).
-Labels are int64 (N,).
+(N, T, F) in sensor units with fixed per-channel ranges, clipped and scaled to [-1, 1] per
+record (:mod:`audit.series`). An ``.npz`` holds images only. Labels are int64 (N,).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 from audit.seeding import Purpose, derive_seed
+from audit.series import ChannelScaler
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,9 @@ class Dataset:
     """A labelled dataset of images or sensor series; ``y``: int64 (N,).
 
     ``x`` is float32: images (N, C, H, W) in [0, 1], or series (N, T, F). A series is either in
-    [-1, 1] already, or, with ``scale_on_train``, in sensor units: the pipeline then scales each
-    cell's channels to [-1, 1] with the min and max of that cell's D_train only
-    (:class:`audit.series.ChannelScaler`), so values of D_val and D_test may fall outside.
+    [-1, 1] already, or in sensor units with ``channel_ranges``: fixed per-channel ranges that
+    do not depend on the records (:class:`audit.series.ChannelScaler`); the pipeline clips every
+    value into its channel's range and maps it to [-1, 1].
     """
 
     name: str
@@ -65,7 +66,7 @@ class Dataset:
     class_names: tuple[str, ...]
     split_fractions: tuple[float, float, float] = (0.5, 0.2, 0.3)
     modality: Modality = Modality.IMAGE
-    scale_on_train: bool = False
+    channel_ranges: ChannelScaler | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -95,8 +96,8 @@ class Dataset:
             raise DatasetUnavailable(
                 f"dataset {self.name!r}: images must be (N, C, H, W), got shape {self.x.shape}"
             )
-        if self.scale_on_train:
-            raise DatasetUnavailable(f"dataset {self.name!r}: scale_on_train applies to series")
+        if self.channel_ranges is not None:
+            raise DatasetUnavailable(f"dataset {self.name!r}: channel_ranges apply to series")
         if not np.isfinite(self.x).all():
             raise DatasetUnavailable(f"dataset {self.name!r}: images contain NaN or infinity")
         if self.x.min() < 0 or self.x.max() > 1:
@@ -112,10 +113,16 @@ class Dataset:
             )
         if not np.isfinite(self.x).all():
             raise DatasetUnavailable(f"dataset {self.name!r}: series contain NaN or infinity")
-        if not self.scale_on_train and (self.x.min() < -1 or self.x.max() > 1):
+        ranges = self.channel_ranges
+        if ranges is None and (self.x.min() < -1 or self.x.max() > 1):
             raise DatasetUnavailable(
-                f"dataset {self.name!r}: series values must lie in [-1, 1] (or be scaled per "
-                f"cell with scale_on_train), got [{self.x.min():.3g}, {self.x.max():.3g}]"
+                f"dataset {self.name!r}: series values must lie in [-1, 1] (or come with fixed "
+                f"channel_ranges), got [{self.x.min():.3g}, {self.x.max():.3g}]"
+            )
+        if ranges is not None and len(ranges.lower) != self.x.shape[2]:
+            raise DatasetUnavailable(
+                f"dataset {self.name!r}: {len(ranges.lower)} channel ranges for "
+                f"{self.x.shape[2]} channels"
             )
 
     @property

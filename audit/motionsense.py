@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import logging
+import math
 import os
 import re
 import shutil
@@ -42,7 +43,7 @@ import pandas as pd
 
 from audit import io
 from audit.datasets import Dataset, DatasetUnavailable, Modality
-from audit.series import windows
+from audit.series import GYRO_RAD_S, ChannelScaler, windows
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,16 @@ SAMPLE_RATE_HZ = 50
 WINDOW = 10 * SAMPLE_RATE_HZ
 #: Paper 003: 10 % D_train, 10 % D_val, 80 % D_test.
 SPLIT_FRACTIONS = (0.1, 0.1, 0.8)
+#: Fixed ranges of :data:`COLUMNS` in their own units (Core Motion device motion of the iPhone
+#: 6s MotionSense used), not taken from the records: attitude angles in radians [-pi, pi];
+#: gravity, a unit vector in g, [-1, 1]; rotationRate in rad/s within the gyroscope's
+#: +-2000 deg/s full scale; userAcceleration in g within the accelerometer's +-8 g full scale.
+RANGES = ChannelScaler(
+    lower=np.array([-math.pi] * 3 + [-1.0] * 3 + [-GYRO_RAD_S] * 3 + [-8.0] * 3),
+    upper=np.array([math.pi] * 3 + [1.0] * 3 + [GYRO_RAD_S] * 3 + [8.0] * 3),
+    source="MotionSense iPhone device motion: attitude +-pi rad, gravity +-1 g, rotationRate "
+    "+-2000 deg/s in rad/s, userAcceleration +-8 g",
+)
 
 _TRIAL = re.compile(rf"^({'|'.join(ACTIVITIES)})_(\d+)$")
 _SUBJECT = re.compile(r"^sub_(\d+)\.csv$")
@@ -321,8 +332,8 @@ def load_motionsense(
 
     ``stride`` (default ``window``: non-overlapping) is the step between window starts within
     one recording; windows never cross recordings. Class names are the activities present, in
-    :data:`ACTIVITIES` order. Scaling to [-1, 1] happens per cell from D_train
-    (``Dataset.scale_on_train``). Where the CSVs come from: :func:`locate`.
+    :data:`ACTIVITIES` order. The fixed channel ranges :data:`RANGES` clip and scale them to
+    [-1, 1] in the pipeline. Where the CSVs come from: :func:`locate`.
     """
     stride = window if stride is None else stride
     if not (isinstance(stride, int) and stride >= 1):
@@ -348,5 +359,5 @@ def load_motionsense(
         tuple(present),
         split_fractions=SPLIT_FRACTIONS,
         modality=Modality.SERIES,
-        scale_on_train=True,
+        channel_ranges=RANGES,
     )

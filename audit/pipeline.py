@@ -17,10 +17,9 @@ import torch
 from attacks import AttackData, get_attack
 from audit import io
 from audit.config import CellConfig
-from audit.datasets import Dataset, Split
+from audit.datasets import Dataset, Modality, Split
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.seeding import Purpose, derive_seed, numpy_rng, torch_generator
-from audit.series import ChannelScaler
 from models.factory import Generation, model_family
 from models.training import (
     ClassifierSettings,
@@ -55,24 +54,33 @@ class CellOutcome:
 def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
     """Tensors of the split, with D_train capped at ``profile.max_train`` (stratified, seeded).
 
-    A series dataset with ``scale_on_train`` is scaled to [-1, 1] per channel with the min and
-    max of this D_train (after the cap) only; every split, and so the mechanisms, the target
-    VAE, the classifier and the attack, sees that one scale.
+    A series dataset with ``channel_ranges`` is clipped into those fixed per-channel ranges and
+    mapped to [-1, 1] record by record (no statistic of any record is used); every split, and so
+    the mechanisms, the target VAE, the classifier and the attack, sees that one scale. The
+    returned ``notes`` say so and go into every row of the cell.
     """
     train_idx = split.train
     cap = cell.profile.max_train
     if cap is not None and cap < len(train_idx):
         rng = numpy_rng(cell.seed, Purpose.SPLIT, "cap")
         train_idx = _stratified_subset(train_idx, dataset.y[train_idx], cap, rng)
-    scaler = ChannelScaler.fit(dataset.x[train_idx]) if dataset.scale_on_train else None
+    scaler = dataset.channel_ranges
 
     def pair(idx: np.ndarray) -> Pair:
         x = dataset.x[idx] if scaler is None else scaler.transform(dataset.x[idx])
         return torch.from_numpy(x), torch.from_numpy(dataset.y[idx])
 
     n_total = len(train_idx) + len(split.val) + len(split.test)
+    notes = {}
+    if dataset.modality is Modality.SERIES:
+        notes["series_scaling"] = "series given in [-1, 1]" if scaler is None else scaler.describe()
     return CellData(
-        pair(train_idx), pair(split.val), pair(split.test), dataset.num_classes, n_total
+        pair(train_idx),
+        pair(split.val),
+        pair(split.test),
+        dataset.num_classes,
+        n_total,
+        notes=notes,
     )
 
 
@@ -254,7 +262,12 @@ def run_cell(
     bar.close()
 
     wall = time.perf_counter() - start
-    notes = {**prepared.notes, **claim.extra, **GENERATION_NOTES.get(family.generation, {})}
+    notes = {
+        **data.notes,
+        **prepared.notes,
+        **claim.extra,
+        **GENERATION_NOTES.get(family.generation, {}),
+    }
     base = {
         "dataset": cell.dataset,
         "mech": cell.mech.value,

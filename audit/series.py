@@ -1,11 +1,19 @@
-"""Sensor series helpers: fixed-length windows, and the per-channel scaling to [-1, 1] that is
-fitted on D_train only (paper 003, Section 4: "we normalize the data to [-1, 1]")."""
+"""Sensor series helpers: fixed-length windows, and the per-channel scaling to [-1, 1] with fixed
+ranges that do not depend on the records (paper 003, Section 4: "we normalize the data to
+[-1, 1]"; the ranges are the sensors' documented limits, stated per dataset)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+#: Gyroscope full scale of +-2000 degrees/s (the largest range of the InvenSense/Bosch MEMS
+#: gyroscopes in iPhones and smartwatches), in rad/s.
+GYRO_RAD_S = 2000 * math.pi / 180
+#: Standard gravity, m/s^2, for ranges stated in g but recorded in m/s^2.
+G = 9.80665
 
 
 def windows(rows: np.ndarray, *, length: int, stride: int) -> np.ndarray:
@@ -24,45 +32,52 @@ def windows(rows: np.ndarray, *, length: int, stride: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ChannelScaler:
-    """The affine map sending each channel's [lower, upper] to [-1, 1].
+    """The affine map sending each channel's fixed range [lower, upper] to [-1, 1].
 
-    ``lower`` and ``upper`` (F,) are float64; a constant channel (lower == upper) maps to 0.
-    Fitted on D_train, it maps D_train into [-1, 1] exactly; other records may fall outside.
+    ``lower`` and ``upper`` (F,) are float64 with lower < upper, fixed in advance (never fitted to
+    the records); ``source`` says where they come from. Values outside a channel's range are
+    clipped into it first, record by record, so every output lies in [-1, 1].
 
     Notes:
-        The statistics are a function of D_train, computed outside any mechanism's accounting
-        (paper 003 does the same when it takes the sensors' observed ranges).
+        Any two records' values of channel f differ by at most 2 after the map, whatever the
+        records are: the Laplace mechanism's per-measurement sensitivity in the scale its noise
+        is added in. No statistic of the private records enters the scaling.
     """
 
     lower: np.ndarray
     upper: np.ndarray
+    source: str = "given"
 
     def __post_init__(self) -> None:
         lower = np.asarray(self.lower, dtype=np.float64)
         upper = np.asarray(self.upper, dtype=np.float64)
         if lower.ndim != 1 or lower.shape != upper.shape:
             raise ValueError(f"lower and upper must be (F,), got {lower.shape} and {upper.shape}")
-        if not (np.isfinite(lower).all() and np.isfinite(upper).all() and (lower <= upper).all()):
+        if not (np.isfinite(lower).all() and np.isfinite(upper).all() and (lower < upper).all()):
             raise ValueError(
-                f"channel bounds must be finite with lower <= upper, got {lower}, {upper}"
+                f"channel ranges must be finite with lower < upper, got {lower}, {upper}"
             )
         object.__setattr__(self, "lower", lower)
         object.__setattr__(self, "upper", upper)
 
-    @classmethod
-    def fit(cls, x: np.ndarray) -> ChannelScaler:
-        """Per-channel min and max of series ``x`` (N, T, F) over all records and time steps."""
-        if x.ndim != 3 or x.shape[0] * x.shape[1] == 0:
-            raise ValueError(f"fit needs non-empty series (N, T, F), got shape {x.shape}")
-        return cls(lower=x.min(axis=(0, 1)), upper=x.max(axis=(0, 1)))
-
     def transform(self, x: np.ndarray) -> np.ndarray:
-        """``2 * (x - lower) / (upper - lower) - 1`` per channel, as float32 (N, T, F)."""
+        """Clip each value into its channel's range, then ``2 (x - lower) / (upper - lower) - 1``;
+        float32 (N, T, F) in [-1, 1]."""
         if x.ndim != 3 or x.shape[2] != len(self.lower):
             raise ValueError(
                 f"transform needs series (N, T, {len(self.lower)}), got shape {x.shape}"
             )
-        span = self.upper - self.lower
-        safe = np.where(span > 0, span, 1.0)
-        scaled = 2.0 * (x.astype(np.float64) - self.lower) / safe - 1.0
-        return np.where(span > 0, scaled, 0.0).astype(np.float32)
+        clipped = np.clip(x.astype(np.float64), self.lower, self.upper)
+        scaled = 2.0 * (clipped - self.lower) / (self.upper - self.lower) - 1.0
+        return np.clip(scaled, -1.0, 1.0).astype(np.float32)
+
+    def describe(self) -> str:
+        """One line for a row's notes: the ranges, their source, and the clipping."""
+        ranges = ", ".join(
+            f"[{lo:.4g}, {hi:.4g}]" for lo, hi in zip(self.lower, self.upper, strict=True)
+        )
+        return (
+            f"fixed per-channel ranges ({self.source}): {ranges}, not computed from any record, "
+            "each value clipped into its channel's range record by record, then mapped to "
+            "[-1, 1]"
+        )

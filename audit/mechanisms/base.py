@@ -20,13 +20,15 @@ from models.vae import ConditionalConvVAE
 
 @dataclass(frozen=True)
 class CellData:
-    """The real (unperturbed) splits of one cell as tensors: x (N, C, H, W) in [0, 1], y (N,)."""
+    """The real (unperturbed) splits of one cell as tensors: x (N, C, H, W) in [0, 1] or series
+    (N, T, F) in [-1, 1], y (N,); ``notes``: how the data were prepared, for every row."""
 
     train: Pair
     val: Pair
     test: Pair
     num_classes: int
     n_total: int
+    notes: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -43,9 +43,12 @@ DEFAULT_GRIDS: dict[Modality, tuple[float, ...]] = {
     Modality.IMAGE: (10000.0, 5000.0, 1000.0, 500.0, 100.0),
     Modality.SERIES: (10.0, 1.0, 0.5, 0.1, 0.01),
 }
-#: The domain of a series value: the scale the pipeline gives series (D_train's per-sensor
-#: min/max mapped to [-1, 1]), so each sensor's sensitivity is 2 there.
+#: The domain of a series value: the scale the pipeline gives series (each dataset's fixed
+#: per-channel ranges, clipped into and mapped to [-1, 1]; :class:`audit.series.ChannelScaler`),
+#: so each sensor's sensitivity is 2 there, the scale the noise is added in.
 SERIES_BOUNDS = (-1.0, 1.0)
+#: What every ldp row says about labels.
+LABELS_NOTE = "not perturbed (released as they are with the perturbed records)"
 IMAGE_OPTIONS = ("pixel_cell", "neighborhood")
 
 
@@ -107,15 +110,17 @@ class LocalDP(Mechanism):
 
     Images: DP pixelization (Fan 2018; :func:`pixelization_options`). Series (B, T, F) in the
     pipeline's [-1, 1] scale: the Laplace mechanism per measurement with sensitivity 2 per sensor
-    (the range of :data:`SERIES_BOUNDS`; values outside, which only non-D_train records can have,
-    are clipped to it first), i.e. Laplace(2 / eps_i) noise, clipped back to [-1, 1].
+    (the range of :data:`SERIES_BOUNDS`, the image of the dataset's fixed channel ranges), i.e.
+    Laplace(2 / eps_i) noise, clipped back to [-1, 1].
 
     Notes:
-        Images: per-record epsilon is channels * eps_i under Fan's m-neighbourhood. Series:
-        eps_i per measurement, T * F * eps_i per record (sequential composition). delta = 0;
-        D_val in LDP-Train and D_test are not perturbed; labels are released as they are. For a
-        series the scale's statistics (D_train's per-sensor min and max) are computed from the
-        private data outside this accounting, as paper 003 takes the sensors' observed ranges.
+        Images: epsilon = channels * eps_i * H * W / m for any two records
+        (:func:`audit.privacy.pixelization.pixelization_epsilon`); channels * eps_i under Fan's
+        m-neighbourhood is in the notes. Series: eps_i per measurement times the windows it
+        appears in, and per record the sum over every noisy copy of the window's values
+        (:func:`audit.privacy.laplace.laplace_claim`; T * F * eps_i without overlap).
+        delta = 0; D_val in LDP-Train and D_test are not perturbed; labels are released as they
+        are (every row says so). Series scaling uses fixed ranges, no statistic of the records.
     """
 
     name = MechanismName.LDP
@@ -153,6 +158,7 @@ class LocalDP(Mechanism):
             "neighborhood": opts.neighborhood,
             "perturbed": "D_train and D_val" if full else "D_train only",
             "unperturbed": "D_test (classifier scoring) and the attack records",
+            "labels": LABELS_NOTE,
         }
         return Prepared(train=train, val=val, notes=notes)
 
@@ -163,7 +169,7 @@ class LocalDP(Mechanism):
 
         def perturb(split: str, pair: Pair) -> Pair:
             generator = torch_generator(cell.seed, Purpose.PERTURB, cell.config_hash, split)
-            x = pair[0].cpu().clamp(*SERIES_BOUNDS)
+            x = pair[0].cpu().clamp(*SERIES_BOUNDS)  # already so from the pipeline; per value
             noisy = laplace_perturb_series(
                 x, eps_i=cell.param_value, generator=generator, bounds=SERIES_BOUNDS
             )
@@ -172,15 +178,14 @@ class LocalDP(Mechanism):
         full = setting is LdpSetting.FULL
         train = perturb("train", data.train)
         val = perturb("val", data.val) if full else data.val
-        clipped = int((data.val[0].abs() > 1).sum()) if full else 0
         notes: dict[str, float | str] = {
             "ldp_setting": setting.value,
-            "laplace_bounds": "[-1, 1] per sensor, the series scale (for data in sensor "
-            "units: D_train's per-sensor min and max, computed outside the accounting)",
+            "laplace_bounds": "[-1, 1] per sensor, the image of the dataset's fixed channel "
+            "ranges (see series_scaling)",
             "sensitivity_per_sensor": SERIES_BOUNDS[1] - SERIES_BOUNDS[0],
-            "clipped_before_noise": clipped,
             "perturbed": "D_train and D_val" if full else "D_train only",
             "unperturbed": "D_test (classifier scoring) and the attack records",
+            "labels": LABELS_NOTE,
         }
         return Prepared(train=train, val=val, notes=notes)
 
@@ -191,6 +196,7 @@ class LocalDP(Mechanism):
                 eps_i=cell.param_value,
                 window_length=length,
                 n_features=features,
+                window_stride=cell.option("window_stride"),
                 n_records=data.n_total,
             )
         opts = pixelization_options(cell, data.shape)

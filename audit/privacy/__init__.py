@@ -15,7 +15,7 @@ from audit.privacy.cdp import (
     noise_multiplier_for_epsilon,
 )
 from audit.privacy.claim import Conversion, GaussianConversion, PrivacyClaim
-from audit.privacy.laplace import feature_bounds, laplace_claim, laplace_perturb_series
+from audit.privacy.laplace import laplace_claim, laplace_perturb_series
 from audit.privacy.noise import sample_laplace
 from audit.privacy.pixelization import (
     pixelization_claim,
@@ -56,7 +56,6 @@ __all__ = [
     "dp_sgd_epsilon",
     "dp_sgd_steps",
     "epsilon_from_history",
-    "feature_bounds",
     "gaussian_epsilon_analytic",
     "gaussian_epsilon_classic",
     "history_claim",

@@ -3,6 +3,7 @@ installed package, and the per-cell scaling to [-1, 1] fitted on D_train only.""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from audit.datasets import (
     load_dataset,
     stratified_split,
 )
-from audit.motionsense import COLUMNS, FOLDER, load_motionsense
+from audit.motionsense import COLUMNS, FOLDER, RANGES, load_motionsense
 from audit.pipeline import cell_data
 from audit.series import ChannelScaler, windows
 
@@ -65,7 +66,7 @@ def test_loader_reads_the_real_layout(motionsense_home):
     assert data.x.dtype == np.float32 and data.modality is Modality.SERIES
     assert data.class_names == ("dws", "jog", "sit")  # MotionSense's label order
     assert np.bincount(data.y).tolist() == [sum(per_file)] * 3
-    assert data.split_fractions == (0.1, 0.1, 0.8) and data.scale_on_train
+    assert data.split_fractions == (0.1, 0.1, 0.8) and data.channel_ranges is RANGES
 
 
 def test_windows_are_consecutive_rows_labelled_by_activity(motionsense_home):
@@ -137,35 +138,41 @@ def _cell(max_train: int | None = None) -> CellConfig:
     return CellConfig("motionsense", MechanismName.NONE, "none", None, 0, profile)
 
 
-def test_scaling_uses_d_train_only(motionsense_home):
+def test_scaling_uses_fixed_ranges_never_the_records(motionsense_home):
     data = load_dataset("motionsense", data_home=motionsense_home)
     split = stratified_split(data.y, fractions=data.split_fractions, seed=0)
     cell = cell_data(data, split, _cell())
     train, test = cell.train[0].numpy(), cell.test[0].numpy()
-    assert train.min() == -1 and train.max() == 1
-    assert (train.min(axis=(0, 1)) == -1).all() and (train.max(axis=(0, 1)) == 1).all()
-    assert test.min() < -1 or test.max() > 1  # D_test is scaled, not clipped
-    expected = ChannelScaler.fit(data.x[split.train]).transform(data.x[split.test])
-    np.testing.assert_array_equal(test, expected)
-    wild = replace(data, x=data.x.copy())  # move D_test far away: D_train's scale stays
-    wild.x[split.test] *= 100
+    np.testing.assert_array_equal(train, RANGES.transform(data.x[split.train]))
+    np.testing.assert_array_equal(test, RANGES.transform(data.x[split.test]))
+    assert train.min() >= -1 and train.max() <= 1 and test.min() >= -1 and test.max() <= 1
+    assert "fixed per-channel ranges" in cell.notes["series_scaling"]
+    assert "clipped into its channel's range record by record" in cell.notes["series_scaling"]
+    # One record holding an extreme value moves no other record's scaled values (with D_train's
+    # min and max it rescaled every record of the channel).
+    wild = replace(data, x=data.x.copy())
+    wild.x[split.train[0]] *= 1000
     again = cell_data(wild, split, _cell())
-    np.testing.assert_array_equal(again.train[0].numpy(), train)
+    np.testing.assert_array_equal(again.train[0].numpy()[1:], train[1:])
+    np.testing.assert_array_equal(again.test[0].numpy(), test)
+    assert np.abs(again.train[0].numpy()[0]).max() <= 1  # clipped, record by record
 
 
-def test_scaling_follows_the_capped_d_train(motionsense_home):
-    data = load_dataset("motionsense", data_home=motionsense_home)
-    split = stratified_split(data.y, fractions=(0.5, 0.2, 0.3), seed=0)
-    cell = cell_data(data, split, _cell(max_train=6))
-    train = cell.train[0].numpy()
-    assert len(train) == 6
-    assert (train.min(axis=(0, 1)) == -1).all() and (train.max(axis=(0, 1)) == 1).all()
+def test_motionsense_ranges_are_the_documented_physical_ones():
+    np.testing.assert_allclose(RANGES.lower[:3], -math.pi)  # attitude, rad
+    np.testing.assert_allclose(RANGES.upper[3:6], 1.0)  # gravity, g
+    np.testing.assert_allclose(RANGES.upper[6:9], 2000 * math.pi / 180)  # rotationRate, rad/s
+    np.testing.assert_allclose(RANGES.upper[9:], 8.0)  # userAcceleration, g
+    np.testing.assert_allclose(RANGES.lower, -RANGES.upper)
 
 
-def test_scaler_maps_constant_channels_to_zero():
-    x = np.stack([np.linspace(-3, 5, 10), np.full(10, 7.0)], axis=1)[None].astype(np.float32)
-    out = ChannelScaler.fit(x).transform(x)
-    assert out[0, 0, 0] == -1 and out[0, -1, 0] == 1 and (out[..., 1] == 0).all()
+def test_scaler_clips_each_value_into_its_channel_range():
+    scaler = ChannelScaler(lower=np.array([-2.0, 0.0]), upper=np.array([2.0, 10.0]))
+    x = np.array([[[-3.0, 5.0], [0.0, 10.0], [1.0, 12.0]]], dtype=np.float32)
+    out = scaler.transform(x)
+    np.testing.assert_allclose(out, [[[-1.0, 0.0], [0.0, 1.0], [0.5, 1.0]]])
+    with pytest.raises(ValueError, match="lower < upper"):
+        ChannelScaler(lower=np.array([1.0]), upper=np.array([1.0]))
 
 
 def test_series_dataset_validation():
@@ -174,9 +181,13 @@ def test_series_dataset_validation():
     assert ok.modality is Modality.SERIES and ok.shape == (5, 3)
     with pytest.raises(DatasetUnavailable, match=r"must lie in \[-1, 1\]"):
         Dataset("s", np.full((2, 5, 3), 2.0, np.float32), y, ("a",), modality="series")
+    ranges = ChannelScaler(lower=np.full(3, -5.0), upper=np.full(3, 5.0))
     raw = Dataset("s", np.full((2, 5, 3), 2.0, np.float32), y, ("a",), modality="series",
-                  scale_on_train=True)  # fmt: skip
-    assert raw.scale_on_train
+                  channel_ranges=ranges)  # fmt: skip
+    assert raw.channel_ranges is ranges
+    with pytest.raises(DatasetUnavailable, match="2 channel ranges for 3 channels"):
+        Dataset("s", np.zeros((2, 5, 3), np.float32), y, ("a",), modality="series",
+                channel_ranges=ChannelScaler(lower=np.zeros(2), upper=np.ones(2)))  # fmt: skip
     with pytest.raises(DatasetUnavailable, match="unknown modality 'audio'; choose one of: image"):
         Dataset("s", np.zeros((2, 5, 3), np.float32), y, ("a",), modality="audio")
     with pytest.raises(DatasetUnavailable, match=r"series must be \(N, T, F\)"):

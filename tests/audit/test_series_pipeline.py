@@ -77,17 +77,22 @@ def test_ldp_series_noise_is_laplace_with_sensitivity_two(wrong_factor):
 
 def test_ldp_series_settings_clipping_and_claim():
     data = series_data(value=0.5)
-    data = replace(data, val=(torch.full_like(data.val[0], 3.0), data.val[1]))  # beyond D_train
+    data = replace(data, val=(torch.full_like(data.val[0], 3.0), data.val[1]))  # beyond [-1, 1]
     ldp = get_mechanism("ldp")
     full = ldp.prepare(cell(MechanismName.LDP, 1.0), data, CTX)
     assert full.train[0].abs().max() <= 1 and full.val[0].abs().max() <= 1
-    assert full.notes["clipped_before_noise"] == data.val[0].numel()
+    assert full.notes["labels"].startswith("not perturbed")
     assert not torch.equal(full.train[0], data.train[0])
     only_train = ldp.prepare(cell(MechanismName.LDP, 1.0, ldp_setting="train"), data, CTX)
     assert torch.equal(only_train.val[0], data.val[0])
     claim = ldp.claim(cell(MechanismName.LDP, 0.5), data, TrainHistory())
     assert claim.epsilon == 0.5 * 20 * 3 and claim.delta == 0
     assert claim.extra["eps_per_measurement"] == 0.5
+    # windows every 5 of 20 samples: each measurement in up to 4 windows, a window's time steps
+    # perturbed 20 + 2 * (15 + 10 + 5) = 80 times in all
+    overlap = ldp.claim(cell(MechanismName.LDP, 0.5, window_stride=5), data, TrainHistory())
+    assert overlap.extra["eps_per_measurement"] == 2.0
+    assert overlap.epsilon == 0.5 * 80 * 3
     with pytest.raises(ValueError, match="pixel_cell applies to images only"):
         ldp.prepare(cell(MechanismName.LDP, 1.0, pixel_cell=2), data, CTX)
 
@@ -119,4 +124,7 @@ def test_tiny_sweep_on_the_motionsense_fixture(tmp_path):
     assert (rows.acc_base == 1 / 3).all() and (rows.n_train == 3).all()
     ldp = rows[rows.mech == "ldp"].iloc[0]
     assert ldp.epsilon == 500 * 12 * 1.0 and "generation=class-latent" in ldp.privacy_notes
+    for notes in rows.privacy_notes:  # every series row, the baseline included
+        assert "series_scaling=fixed per-channel ranges (MotionSense iPhone" in notes
+    assert "labels=not perturbed" in ldp.privacy_notes
     assert 0 <= ldp.phi <= 2  # against the motionsense baseline of the same seed

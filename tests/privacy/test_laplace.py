@@ -1,11 +1,14 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.privacy import feature_bounds, laplace_claim, laplace_perturb_series, sample_laplace
+from audit.privacy import laplace_claim, laplace_perturb_series, sample_laplace
+from audit.privacy.laplace import max_perturbations_per_window, max_windows_per_measurement
+from audit.series import windows
 
 from .stats import Z_THRESHOLD, laplace_variance_z
 
@@ -42,36 +45,31 @@ def test_sampler_variance_and_per_feature_scales():
         assert abs(laplace_variance_z(noise[:, f], scale=float(scales[f]))) < Z_THRESHOLD
 
 
-def test_sensitivity_is_each_feature_range_from_the_data():
+def test_sensitivity_is_each_feature_fixed_range():
     x = torch.stack([torch.linspace(0, 1, 50), torch.linspace(-10, 10, 50)], dim=-1)[None]
-    lower, upper = feature_bounds(x)
-    torch.testing.assert_close(lower, torch.tensor([0.0, -10.0]))
-    torch.testing.assert_close(upper, torch.tensor([1.0, 10.0]))
-    out = laplace_perturb_series(x, eps_i=0.5, generator=_gen())
+    bounds = (torch.tensor([0.0, -10.0]), torch.tensor([1.0, 10.0]))
+    out = laplace_perturb_series(x, eps_i=0.5, generator=_gen(), bounds=bounds)
     assert (out[..., 0] >= 0).all() and (out[..., 0] <= 1).all()
     assert (out[..., 1] >= -10).all() and (out[..., 1] <= 10).all()
 
 
-def test_constant_feature_is_left_alone():
-    x = torch.rand((3, 10, 2), generator=_gen())
-    x[..., 1] = 0.25
-    out = laplace_perturb_series(x, eps_i=1.0, generator=_gen())
-    assert torch.equal(out[..., 1], x[..., 1])
+def test_bounds_are_required_never_taken_from_the_data():
+    with pytest.raises(TypeError, match="bounds"):
+        laplace_perturb_series(torch.zeros((1, 2, 1)), eps_i=1.0, generator=_gen())
 
 
 @settings(max_examples=50, deadline=None)
 @given(eps_i=st.floats(min_value=1e-6, max_value=1e6), seed=st.integers(0, 2**31 - 1))
 def test_output_stays_within_bounds(eps_i, seed):
     x = torch.rand((2, 16, 3), generator=_gen(seed)) * 4 - 2
-    out = laplace_perturb_series(x, eps_i=eps_i, generator=_gen(seed + 1))
-    lower, upper = feature_bounds(x)
-    assert (out >= lower).all() and (out <= upper).all() and out.shape == x.shape
+    out = laplace_perturb_series(x, eps_i=eps_i, generator=_gen(seed + 1), bounds=(-2.0, 2.0))
+    assert (out >= -2).all() and (out <= 2).all() and out.shape == x.shape
 
 
 def test_seeded_and_reproducible():
     x = torch.rand((2, 16, 3), generator=_gen())
-    a = laplace_perturb_series(x, eps_i=1.0, generator=_gen(7))
-    b = laplace_perturb_series(x, eps_i=1.0, generator=_gen(7))
+    a = laplace_perturb_series(x, eps_i=1.0, generator=_gen(7), bounds=(0.0, 1.0))
+    b = laplace_perturb_series(x, eps_i=1.0, generator=_gen(7), bounds=(0.0, 1.0))
     assert torch.equal(a, b)
 
 
@@ -85,12 +83,14 @@ def test_values_outside_given_bounds_are_refused():
 @pytest.mark.parametrize("eps_i", [0.0, -2.0, math.nan])
 def test_bad_epsilon(eps_i):
     with pytest.raises(ValueError, match=f"got {eps_i!r}"):
-        laplace_perturb_series(torch.zeros((1, 2, 1)), eps_i=eps_i, generator=_gen())
+        laplace_perturb_series(
+            torch.zeros((1, 2, 1)), eps_i=eps_i, generator=_gen(), bounds=(-1.0, 1.0)
+        )
 
 
 def test_bad_shape():
     with pytest.raises(ValueError, match=r"\(B, T, F\)"):
-        laplace_perturb_series(torch.zeros((2, 3)), eps_i=1.0, generator=_gen())
+        laplace_perturb_series(torch.zeros((2, 3)), eps_i=1.0, generator=_gen(), bounds=(0, 1))
 
 
 def test_claim_composes_over_the_window():
@@ -99,3 +99,25 @@ def test_claim_composes_over_the_window():
     assert claim.extra["eps_per_measurement"] == 0.5
     assert claim.extra["epsilon_dataset_sum"] == pytest.approx(10 * 0.5 * 500 * 12)
     assert claim.delta == 0
+
+
+@pytest.mark.parametrize("length, stride", [(10, 10), (10, 5), (10, 3), (10, 4), (10, 20), (7, 1)])
+def test_overlap_counts_match_the_windows_the_code_cuts(length, stride):
+    """Brute force: cut a long recording of row indices with audit.series.windows and count."""
+    rows = np.arange(400, dtype=np.float64)[:, None]
+    cut = windows(rows, length=length, stride=stride)[..., 0].astype(int)  # (k, length)
+    copies = np.bincount(cut.ravel(), minlength=400)
+    assert max_windows_per_measurement(window_length=length, stride=stride) == copies.max()
+    per_window = copies[cut].sum(axis=1)  # perturbations of each window's time steps, in all
+    assert max_perturbations_per_window(window_length=length, stride=stride) == per_window.max()
+
+
+def test_claim_counts_overlapping_windows():
+    # MotionSense at half overlap: 500-sample windows every 250 samples, 12 sensors.
+    claim = laplace_claim(eps_i=0.5, window_length=500, n_features=12, window_stride=250)
+    assert claim.extra["eps_per_measurement"] == 1.0
+    assert claim.extra["windows_per_measurement"] == 2
+    assert claim.epsilon == pytest.approx(0.5 * 12 * 1000)
+    assert "perturbed in up to 2 windows" in claim.extra["window_overlap"]
+    plain = laplace_claim(eps_i=0.5, window_length=500, n_features=12, window_stride=500)
+    assert plain.epsilon == pytest.approx(0.5 * 500 * 12) and "window_overlap" not in plain.extra
