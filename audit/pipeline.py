@@ -42,6 +42,20 @@ GENERATION_NOTES: dict[Generation, dict[str, str]] = {
     },
 }
 
+#: What every row releases besides the mechanism's output, computed on the private records and
+#: covered by no epsilon (the row's ``privacy_notes`` say so).
+OUTSIDE_ACCOUNTING = (
+    "n_train (|D_train|) and train_test_gap (the target VAE's losses on the real D_train and "
+    "D_test) are computed on private records outside the accounting"
+)
+MEAN_BATCH_NOTE = ", so is mean_batch_size (the realised Poisson batches' mean size)"
+
+
+def release_notes(notes: dict[str, Any]) -> dict[str, str]:
+    """The ``released_outside_accounting`` note for a row whose other notes are ``notes``."""
+    extra = MEAN_BATCH_NOTE if "mean_batch_size" in notes else ""
+    return {"released_outside_accounting": OUTSIDE_ACCOUNTING + extra}
+
 
 @dataclass(frozen=True)
 class CellOutcome:
@@ -268,6 +282,7 @@ def run_cell(
         **claim.extra,
         **GENERATION_NOTES.get(family.generation, {}),
     }
+    notes.update(release_notes(notes))
     base = {
         "dataset": cell.dataset,
         "mech": cell.mech.value,

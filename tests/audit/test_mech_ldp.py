@@ -105,6 +105,20 @@ def test_two_cells_do_not_share_noise_subtraction_recovers_no_pixel():
     assert exact.float().mean() < 0.01
 
 
+def test_rows_say_labels_are_released_unperturbed():
+    data = make_data()
+    assert MECH.prepare(make_cell(), data, CTX).notes["labels"].startswith("not perturbed")
+
+
+def test_release_notes_name_what_is_computed_outside_the_accounting():
+    from audit.pipeline import release_notes
+
+    plain = release_notes({})["released_outside_accounting"]
+    assert "n_train" in plain and "train_test_gap" in plain and "mean_batch_size" not in plain
+    dp = release_notes({"mean_batch_size": 3.9})["released_outside_accounting"]
+    assert "mean_batch_size" in dp
+
+
 def test_attack_records_are_the_unperturbed_ones():
     data = make_data()
     cell = make_cell(100.0)
@@ -220,6 +234,9 @@ def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):
     # digits: 8x8x1, default m = 8: 1 * 100 * 64 / 8 for any two records; 100 for m pixels
     assert ldp_row.epsilon == 800.0 and "ldp_setting=full" in ldp_row.privacy_notes
     assert "epsilon_m_neighbourhood=100.0" in ldp_row.privacy_notes
+    assert "labels=not perturbed" in ldp_row.privacy_notes
+    for notes in rows.privacy_notes:
+        assert "released_outside_accounting=n_train (|D_train|) and train_test_gap" in notes
     vae_row = private[private.mech == "vae-ldp"].iloc[0]
     assert "perturbation_data=val" in vae_row.privacy_notes
     assert "epsilon_analytic" in vae_row.privacy_notes
