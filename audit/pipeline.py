@@ -38,7 +38,7 @@ GENERATION_NOTES: dict[Generation, dict[str, str]] = {
     Generation.CLASS_LATENT: {
         "generation": "class-latent (paper 003): z ~ q(z|x) of the target's training records "
         "per class, so D_gen reads those records (perturbed ones under ldp/vae-ldp) besides "
-        "the released model; under cdp that use of D_train is outside the accounting",
+        "the released model, and under cdp that use of D_train is outside the accounting",
     },
 }
 

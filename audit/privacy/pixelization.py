@@ -167,7 +167,7 @@ def pixelization_claim(
         "means over the Laplace scale)",
         "epsilon_m_neighbourhood": c * eps,
         "epsilon_m_neighbourhood_note": "Fan's channels * eps_i, only against images differing "
-        "in at most m pixels; not the epsilon column",
+        "in at most m pixels, not the epsilon column",
     }
     if n_records is not None:
         extra["epsilon_dataset_sum"] = check_positive_int("n_records", n_records) * c * eps

@@ -136,7 +136,7 @@ def vae_ldp_claim(
     if both[GaussianConversion.CLASSIC] >= 1:
         extra["epsilon_classic_note"] = (
             "epsilon_classic is paper 003's formula Delta*sqrt(2 ln(1.25/delta))/sigma (its "
-            "Table 2), outside its validity (eps < 1): NOT a bound; epsilon_analytic holds"
+            "Table 2), outside its validity (eps < 1): NOT a bound, epsilon_analytic holds"
         )
     return PrivacyClaim(
         epsilon=both[conversion],

@@ -237,6 +237,8 @@ def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):
     assert "labels=not perturbed" in ldp_row.privacy_notes
     for notes in rows.privacy_notes:
         assert "released_outside_accounting=n_train (|D_train|) and train_test_gap" in notes
+        # "; " separates the notes: every part is one key=value
+        assert all("=" in part for part in notes.split("; ")), notes
     vae_row = private[private.mech == "vae-ldp"].iloc[0]
     assert "perturbation_data=val" in vae_row.privacy_notes
     assert "epsilon_analytic" in vae_row.privacy_notes
