@@ -157,9 +157,13 @@ def run_check(args: argparse.Namespace) -> int:
     result = check_dir(args.dir, args.thresholds)
     if result.violations:
         print(format_violations(result.violations))
+    for line in result.missing:
+        print(line)
+    if not result.passed:
         print(
-            f"FAILED: {len(result.violations)} violation(s); {result.n_checked} rows checked "
-            f"against {result.n_thresholds} thresholds"
+            f"FAILED: {len(result.violations)} violation(s), {len(result.missing)} threshold "
+            f"entr{'y' if len(result.missing) == 1 else 'ies'} without the rows the run should "
+            f"have; {result.n_checked} rows checked against {result.n_thresholds} thresholds"
         )
     else:
         print(f"OK: {result.n_checked} rows checked against {result.n_thresholds} thresholds")

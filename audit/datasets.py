@@ -8,6 +8,8 @@ Labels are int64 (N,).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 from collections.abc import Callable
@@ -57,6 +59,11 @@ class Dataset:
     [-1, 1] already, or, with ``scale_on_train``, in sensor units: the pipeline then scales each
     cell's channels to [-1, 1] with the min and max of that cell's D_train only
     (:class:`audit.series.ChannelScaler`), so values of D_val and D_test may fall outside.
+
+    ``content_hash`` (computed here, once per load): SHA-256 of the arrays as loaded (dtype,
+    shape and bytes of ``x`` and ``y``) and the class names. It goes into every cell's config and
+    every cache key, so replaced data (a new .npz under the same path, other LFW or MotionSense
+    files) never reuses results of the old.
     """
 
     name: str
@@ -66,6 +73,7 @@ class Dataset:
     split_fractions: tuple[float, float, float] = (0.5, 0.2, 0.3)
     modality: Modality = Modality.IMAGE
     scale_on_train: bool = False
+    content_hash: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -89,6 +97,7 @@ class Dataset:
             raise DatasetUnavailable(
                 f"dataset {self.name!r}: labels must be 0..{len(self.class_names) - 1}"
             )
+        object.__setattr__(self, "content_hash", content_hash(self.x, self.y, self.class_names))
 
     def _check_images(self) -> None:
         if self.x.ndim != 4:
@@ -126,6 +135,17 @@ class Dataset:
     def shape(self) -> tuple[int, ...]:
         """One record's shape: (C, H, W) or (T, F)."""
         return tuple(self.x.shape[1:])
+
+
+def content_hash(x: np.ndarray, y: np.ndarray, class_names: tuple[str, ...] = ()) -> str:
+    """SHA-256 (hex) of arrays' dtypes, shapes and C-order bytes, and of the class names."""
+    digest = hashlib.sha256()
+    for array in (x, y):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(memoryview(array).cast("B"))
+    digest.update(json.dumps(list(class_names)).encode())
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
