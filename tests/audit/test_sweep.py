@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit import io
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
 from audit.rows import COLUMNS
 from audit.sweep import run_sweep
@@ -142,18 +142,23 @@ def _npz(path: Path, start: int) -> None:
     np.savez(path, X=digits.images[start : start + 120] / 16, y=digits.target[start : start + 120])
 
 
-def test_changed_npz_contents_are_not_reused(tmp_path):
+def test_changed_npz_contents_are_never_reused(tmp_path):
+    """Same path, other records: before, '0 cell(s) run, 1 reused' and the cached acc_real of
+    the old file (keyed on its name)."""
     data = tmp_path / "data.npz"
     _npz(data, 0)
-    config = _config(tmp_path / "out", dataset=f"npz:{data}")
-    assert run_sweep(config).ran == 1
-    assert run_sweep(config).reused == 1
-    _npz(data, 120)  # same path, other records
-    again = run_sweep(config)
-    assert (again.ran, again.reused) == (1, 0)
-    assert len(list((tmp_path / "out" / "cache").glob("acc_real-*.json"))) == 2
-    configs = [io.read_json(p)["config"] for p in (tmp_path / "out").glob("cells/*/config.json")]
-    assert len({c["options"]["data_sha256"] for c in configs}) == 2
+    first = _config(tmp_path / "a", dataset=f"npz:{data}")
+    assert run_sweep(first).ran == 1
+    assert run_sweep(first).reused == 1
+    _npz(data, 120)
+    with pytest.raises(ValueError, match="data_sha256"):
+        run_sweep(first)  # the directory holds results of the old data
+    shutil.copytree(tmp_path / "a" / "cache", tmp_path / "b" / "cache")
+    second = run_sweep(_config(tmp_path / "b", dataset=f"npz:{data}"))
+    assert second.ran == 1
+    assert len(list((tmp_path / "b" / "cache").glob("acc_real-*.json"))) == 2
+    (old,) = pd.read_csv(tmp_path / "a" / "runs.csv").config_hash.unique()
+    assert old not in set(second.rows.config_hash)
 
 
 def test_a_torn_rows_json_is_rerun_and_does_not_stop_other_sweeps(tmp_path, caplog):
