@@ -5,7 +5,7 @@ The sweep, the report and the gate read and write a run directory only through t
     OUT/run.json            the run manifest: the configuration all its cells share, and the
                             cells every sweep into OUT planned (schema-versioned, atomic)
     OUT/cells/<hash>/       one cell: config.json, ..., rows.json (written last: "finished")
-    OUT/cells/<hash>.lock   held while a sweep computes that cell
+    OUT/cells/<hash>/.lock  held while a sweep computes that cell
     OUT/runs.csv            rebuilt from the cells after each cell; never read back as a source
     OUT/.runs.csv.lock      held while runs.csv is rebuilt
     OUT/.run.json.lock      held while run.json is read and updated
@@ -70,7 +70,7 @@ def locked(path: Path, *, shared: bool = False) -> Iterator[None]:
 
 def cell_lock(out: Path, config_hash: str) -> contextlib.AbstractContextManager[None]:
     """The lock a sweep holds while it computes cell ``config_hash`` of ``out``."""
-    return locked(Path(out) / CELLS_DIR / f"{config_hash}.lock")
+    return locked(Path(out) / CELLS_DIR / config_hash / ".lock")
 
 
 @contextlib.contextmanager
