@@ -37,8 +37,8 @@ def build_report_parser() -> argparse.ArgumentParser:
 
     p = _Parser(
         prog="benchmark.py report",
-        description="Tables, sweet spots and figures (paper 003, Figures 3-6) from DIR/runs.csv; "
-        "attack curves and reconstruction grids also read DIR/cells/ where present.",
+        description="Tables, sweet spots and figures (paper 003, Figures 3-6) from the rows of "
+        "DIR/cells/ (DIR/runs.csv where there are no cells); damaged cells are named and skipped.",
     )
     p.add_argument("dir", type=Path, metavar="DIR", help="a sweep's output directory")
     p.add_argument(
@@ -86,8 +86,9 @@ def build_report_parser() -> argparse.ArgumentParser:
 def build_check_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="benchmark.py check",
-        description="CI gate: compare every row of DIR/runs.csv with a thresholds file (exit 1 on "
-        "any violation), or calibrate a thresholds file from measured sweeps.",
+        description="CI gate: compare every row of the run in DIR (read from DIR/cells/) with a "
+        "thresholds file (exit 1 on any violation, or on an entry without the rows the run "
+        "should have), or calibrate a thresholds file from measured sweeps.",
     )
     p.add_argument(
         "dir", type=Path, nargs="?", metavar="DIR", help="the sweep to check (with --thresholds)"
