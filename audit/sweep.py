@@ -182,17 +182,16 @@ def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress)
     )
     pairs = build_cells(config, data_sha256=dataset.content_hash)
     out = Path(config.out)
-    results.claim_run(out, [cell.canonical() for cell, _ in pairs])
     ctx = Context(device=config.device, progress=progress)
     version = code_version()
-
     splits = {
         s: stratified_split(dataset.y, fractions=dataset.split_fractions, seed=s)
         for s in config.seeds
     }
     ran = reused = 0
-    bar = progress(total=len(pairs), desc=f"{config.dataset} cells")
-    with results.sweep_session(out):
+    with results.sweep_session(out):  # from here on, no other sweep cleans temporary files
+        results.claim_run(out, [cell.canonical() for cell, _ in pairs])  # or refuse
+        bar = progress(total=len(pairs), desc=f"{config.dataset} cells")
         for cell, base in pairs:
             if _reusable(out, cell, config.overwrite):
                 reused += 1
