@@ -262,6 +262,7 @@ class CheckResult:
     unchecked: tuple[str, ...]
     unused_entries: tuple[int, ...]
     missing: tuple[str, ...] = ()
+    missing_entries: tuple[int, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -321,13 +322,16 @@ def check_runs(
             f"{sorted(frame.mech.unique())}); the gate would check nothing"
         )
     unused = tuple(i for i in range(len(thresholds)) if i not in used)
-    missing = tuple(
-        _missing(i, thresholds[i], planned)
-        for i in unused
-        if _expected(thresholds[i], frame, planned)
-    )
+    expected = tuple(i for i in unused if _expected(thresholds[i], frame, planned))
     return CheckResult(
-        len(frame), n_checked, len(thresholds), tuple(violations), tuple(unchecked), unused, missing
+        len(frame),
+        n_checked,
+        len(thresholds),
+        tuple(violations),
+        tuple(unchecked),
+        unused,
+        tuple(_missing(i, thresholds[i], planned) for i in expected),
+        expected,
     )
 
 
