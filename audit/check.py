@@ -20,6 +20,19 @@ or equal. Every matching entry is enforced (so a specific entry can tighten a ge
 
 A NaN observation fails any limit that applies to it. Rows that no entry matches are reported as
 unchecked; a file that matches no row at all is an error, so a misconfigured gate cannot pass.
+
+Rows are read from the run's cells (:func:`audit.results.load_rows`), not from ``runs.csv``; a
+damaged cell is named in a warning and its rows are missing. An entry that matches no row fails
+the gate when the run *should* have had its rows:
+
+- the run has a manifest (``run.json``, written by every sweep): when some cell a sweep into the
+  directory planned has the entry's dataset, profile (if set), mech and param_value (if set), so
+  a sweep of only some mechanisms or grid values (the CI's series cells) is held only to its own
+  cells, and an unfinished or damaged cell fails every entry that covers it;
+- no manifest (``runs.csv`` alone): when the run has rows of the entry's dataset, profile (if
+  set) and mech at all.
+
+Other entries that match no row (other datasets, mechanisms the run did not include) are noted.
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit import io
+from audit import io, results
 from audit.config import MechanismName, ProfileName
 from audit.datasets import check_dataset_name
 
@@ -45,7 +58,6 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 ANY = "any"
 DISTANCES = ("mse", "ssim")  # attacks.Distance values; kept literal so the gate stays light
-RUNS_CSV = "runs.csv"
 CHECK_COLUMNS = ("dataset", "mech", "param_name", "param_value", "seed", "distance", "mi_ap", "acc")
 TOP_FIELDS = {"schema_version", "description", "entries"}
 REQUIRED_FIELDS = ("dataset", "mech", "param_value", "distance", "tolerance", "margin_source")
@@ -57,17 +69,9 @@ DEFAULT_TOLERANCE_FLOOR = 0.02
 
 
 def read_runs(run_dir: Path, required: Sequence[str] = CHECK_COLUMNS) -> pd.DataFrame:
-    """``run_dir/runs.csv``, which must hold rows and the ``required`` columns."""
-    path = Path(run_dir) / RUNS_CSV
-    if not path.is_file():
-        raise ValueError(f"{str(path)!r} does not exist; run a sweep with --out {run_dir} first")
-    frame = pd.read_csv(path)
-    missing = [c for c in required if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path} lacks column(s) {missing}; is it a runs.csv of this benchmark?")
-    if frame.empty:
-        raise ValueError(f"{path} holds no rows")
-    return frame
+    """A run's rows (from its cells; see :func:`audit.results.load_rows`), which must hold rows
+    and the ``required`` columns."""
+    return results.load_rows(run_dir, required)
 
 
 def param_label(mech: str, param_name: str, value: float) -> str:
@@ -160,6 +164,23 @@ class Threshold:
             not pd.isna(row.param_value) and math.isclose(row.param_value, self.param_value)
         )
 
+    def expects(self, cell: dict[str, Any]) -> bool:
+        """Whether a cell a sweep planned (``dataset``, ``profile``, ``mech``, ``param_value``)
+        yields rows this entry must match (the distance is a row's, not a cell's)."""
+        if (cell.get("dataset"), cell.get("mech")) != (self.dataset, self.mech):
+            return False
+        if self.profile is not None and cell.get("profile") != self.profile:
+            return False
+        value = cell.get("param_value")
+        return self.param_value is None or (
+            value is not None and math.isclose(float(value), self.param_value)
+        )
+
+    def describe(self) -> str:
+        value = "any" if self.param_value is None else f"{self.param_value:g}"
+        profile = self.profile or "any profile"
+        return f"{self.dataset} {profile} {self.mech} param {value} distance {self.distance}"
+
     def limits(self) -> list[tuple[str, str, float, int]]:
         """(limit field, runs.csv column, limit, direction) of each set limit; direction +1 is an
         upper bound, -1 a lower bound."""
@@ -240,10 +261,12 @@ class CheckResult:
     violations: tuple[Violation, ...]
     unchecked: tuple[str, ...]
     unused_entries: tuple[int, ...]
+    missing: tuple[str, ...] = ()
+    missing_entries: tuple[int, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return not self.violations
+        return not self.violations and not self.missing
 
 
 def _broken(observed: float, limit: float, tolerance: float, direction: int) -> bool:
@@ -252,8 +275,16 @@ def _broken(observed: float, limit: float, tolerance: float, direction: int) -> 
     return observed > limit + tolerance if direction > 0 else observed < limit - tolerance
 
 
-def check_runs(frame: pd.DataFrame, thresholds: Sequence[Threshold]) -> CheckResult:
-    """Compare every row of ``frame`` (runs.csv) with every matching threshold entry."""
+def check_runs(
+    frame: pd.DataFrame,
+    thresholds: Sequence[Threshold],
+    planned: Sequence[dict[str, Any]] | None = None,
+) -> CheckResult:
+    """Compare every row of ``frame`` (a run's rows) with every matching threshold entry.
+
+    ``planned``: the cells the run's sweeps planned (:func:`audit.results.planned_cells`), or
+    None where unknown; it decides which entries that match no row fail (module docstring).
+    """
     violations: list[Violation] = []
     used: set[int] = set()
     unchecked: list[str] = []
@@ -291,18 +322,45 @@ def check_runs(frame: pd.DataFrame, thresholds: Sequence[Threshold]) -> CheckRes
             f"{sorted(frame.mech.unique())}); the gate would check nothing"
         )
     unused = tuple(i for i in range(len(thresholds)) if i not in used)
+    expected = tuple(i for i in unused if _expected(thresholds[i], frame, planned))
     return CheckResult(
-        len(frame), n_checked, len(thresholds), tuple(violations), tuple(unchecked), unused
+        len(frame),
+        n_checked,
+        len(thresholds),
+        tuple(violations),
+        tuple(unchecked),
+        unused,
+        tuple(_missing(i, thresholds[i], planned) for i in expected),
+        expected,
     )
 
 
+def _expected(entry: Threshold, frame: pd.DataFrame, planned: Sequence[dict] | None) -> bool:
+    """Whether the run should hold rows that ``entry`` matches (see the module docstring)."""
+    if planned is not None:
+        return any(entry.expects(cell) for cell in planned)
+    mine = frame[(frame["dataset"] == entry.dataset) & (frame["mech"] == entry.mech)]
+    if entry.profile is not None and "profile" in mine.columns:
+        mine = mine[mine["profile"] == entry.profile]
+    return not mine.empty
+
+
+def _missing(index: int, entry: Threshold, planned: Sequence[dict] | None) -> str:
+    why = (
+        "a sweep into this directory planned such a cell (unfinished or damaged: rerun it)"
+        if planned is not None
+        else f"the run has {entry.mech} rows of this dataset and profile"
+    )
+    return f"MISSING: threshold entry {index} ({entry.describe()}) matches no row, though {why}"
+
+
 def check_dir(run_dir: Path, thresholds_path: Path) -> CheckResult:
-    """The gate on ``run_dir/runs.csv`` against the thresholds file at ``thresholds_path``."""
+    """The gate on the run in ``run_dir`` against the thresholds file at ``thresholds_path``."""
     thresholds = load_thresholds(thresholds_path)
     frame = read_runs(run_dir)
     if "profile" in frame.columns:
         frame["profile"] = frame["profile"].astype(object).where(frame["profile"].notna(), None)
-    return check_runs(frame, thresholds)
+    return check_runs(frame, thresholds, results.planned_cells(run_dir))
 
 
 def format_violations(violations: Sequence[Violation]) -> str:

@@ -37,8 +37,8 @@ def build_report_parser() -> argparse.ArgumentParser:
 
     p = _Parser(
         prog="benchmark.py report",
-        description="Tables, sweet spots and figures (paper 003, Figures 3-6) from DIR/runs.csv; "
-        "attack curves and reconstruction grids also read DIR/cells/ where present.",
+        description="Tables, sweet spots and figures (paper 003, Figures 3-6) from the rows of "
+        "DIR/cells/ (DIR/runs.csv where there are no cells); damaged cells are named and skipped.",
     )
     p.add_argument("dir", type=Path, metavar="DIR", help="a sweep's output directory")
     p.add_argument(
@@ -86,8 +86,9 @@ def build_report_parser() -> argparse.ArgumentParser:
 def build_check_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="benchmark.py check",
-        description="CI gate: compare every row of DIR/runs.csv with a thresholds file (exit 1 on "
-        "any violation), or calibrate a thresholds file from measured sweeps.",
+        description="CI gate: compare every row of the run in DIR (read from DIR/cells/) with a "
+        "thresholds file (exit 1 on any violation, or on an entry without the rows the run "
+        "should have), or calibrate a thresholds file from measured sweeps.",
     )
     p.add_argument(
         "dir", type=Path, nargs="?", metavar="DIR", help="the sweep to check (with --thresholds)"
@@ -157,9 +158,13 @@ def run_check(args: argparse.Namespace) -> int:
     result = check_dir(args.dir, args.thresholds)
     if result.violations:
         print(format_violations(result.violations))
+    for line in result.missing:
+        print(line)
+    if not result.passed:
         print(
-            f"FAILED: {len(result.violations)} violation(s); {result.n_checked} rows checked "
-            f"against {result.n_thresholds} thresholds"
+            f"FAILED: {len(result.violations)} violation(s), {len(result.missing)} threshold "
+            f"entr{'y' if len(result.missing) == 1 else 'ies'} without the rows the run should "
+            f"have; {result.n_checked} rows checked against {result.n_thresholds} thresholds"
         )
     else:
         print(f"OK: {result.n_checked} rows checked against {result.n_thresholds} thresholds")
@@ -168,8 +173,9 @@ def run_check(args: argparse.Namespace) -> int:
             f"unchecked: {len(result.unchecked)} row(s) match no threshold entry, e.g. "
             f"{result.unchecked[0]}"
         )
-    if result.unused_entries:
-        print(f"note: threshold entries {list(result.unused_entries)} match no row")
+    other = [i for i in result.unused_entries if i not in result.missing_entries]
+    if other:
+        print(f"note: threshold entries {other} match no row (not expected of this run)")
     return 0 if result.passed else 1
 
 

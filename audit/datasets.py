@@ -8,6 +8,8 @@ record (:mod:`audit.series`). An ``.npz`` holds images only. Labels are int64 (N
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 from collections.abc import Callable
@@ -58,6 +60,11 @@ class Dataset:
     [-1, 1] already, or in sensor units with ``channel_ranges``: fixed per-channel ranges that
     do not depend on the records (:class:`audit.series.ChannelScaler`); the pipeline clips every
     value into its channel's range and maps it to [-1, 1].
+
+    ``content_hash`` (computed here, once per load): SHA-256 of the arrays as loaded (dtype,
+    shape and bytes of ``x`` and ``y``) and the class names. It goes into every cell's config and
+    every cache key, so replaced data (a new .npz under the same path, other LFW or MotionSense
+    files) never reuses results of the old.
     """
 
     name: str
@@ -67,6 +74,7 @@ class Dataset:
     split_fractions: tuple[float, float, float] = (0.5, 0.2, 0.3)
     modality: Modality = Modality.IMAGE
     channel_ranges: ChannelScaler | None = None
+    content_hash: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -90,6 +98,7 @@ class Dataset:
             raise DatasetUnavailable(
                 f"dataset {self.name!r}: labels must be 0..{len(self.class_names) - 1}"
             )
+        object.__setattr__(self, "content_hash", content_hash(self.x, self.y, self.class_names))
 
     def _check_images(self) -> None:
         if self.x.ndim != 4:
@@ -133,6 +142,17 @@ class Dataset:
     def shape(self) -> tuple[int, ...]:
         """One record's shape: (C, H, W) or (T, F)."""
         return tuple(self.x.shape[1:])
+
+
+def content_hash(x: np.ndarray, y: np.ndarray, class_names: tuple[str, ...] = ()) -> str:
+    """SHA-256 (hex) of arrays' dtypes, shapes and C-order bytes, and of the class names."""
+    digest = hashlib.sha256()
+    for array in (x, y):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(memoryview(array).cast("B"))
+    digest.update(json.dumps(list(class_names)).encode())
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

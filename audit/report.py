@@ -1,6 +1,10 @@
-"""A sweep's report: tables, sweet spots and figures from ``DIR/runs.csv`` (paper 003, Section 5).
+"""A sweep's report: tables, sweet spots and figures of a run (paper 003, Section 5).
 
-Numbers come from ``runs.csv`` only. The attack curves read ``cells/<hash>/scores.npz`` and the
+Numbers come from the rows of the run's cells (:func:`audit.results.load_rows`; ``runs.csv``
+only where a directory holds nothing else), never averaged across configurations: rows are
+grouped by setting (the cell's config but its seed), and a directory whose cells hold several run
+configurations (written by code older than the run manifest) gets one section per configuration,
+named by the settings that differ. The attack curves read ``cells/<hash>/scores.npz`` and the
 reconstruction and sample grids (:mod:`audit.report_grids`: images as image grids, sensor series
 as line plots) ``cells/<hash>/{config.json, model.pt}``; a figure whose inputs are missing or do
 not fit is skipped with a logged warning and listed in ``report.md``.
@@ -22,8 +26,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attacks import precision_recall_curve, roc_curve
-from audit import io
-from audit.check import param_label, read_runs
+from audit import io, results
+from audit.check import param_label
 from audit.config import MechanismName
 from audit.plots import (
     CurveBand,
@@ -36,8 +40,8 @@ from audit.plots import (
     save_figure,
 )
 from audit.report_grids import grid_figures
+from audit.results import CELLS_DIR
 from audit.stats import MeanInterval, column_intervals, format_epsilon, summarise
-from audit.sweep import CELLS_DIR, RUNS_CSV
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +65,16 @@ REQUIRED_COLUMNS = (
     "phi",
     "config_hash",
 )
-SETTING = ("dataset", "profile", "mech", "param_name", "param_value", "param_label")
+SETTING = (
+    "dataset",
+    "profile",
+    "run_hash",
+    "mech",
+    "param_name",
+    "param_value",
+    "param_label",
+    "setting_hash",
+)
 CURVE_GRID = np.linspace(0.0, 1.0, 201)
 _MECH_RANK = {m.value: i for i, m in enumerate(MechanismName)}
 NONE = MechanismName.NONE.value
@@ -78,24 +91,78 @@ class Report:
 
 
 def load_runs(run_dir: Path) -> pd.DataFrame:
-    """``run_dir/runs.csv`` with the columns the report needs, plus ``param_label``; a missing
-    profile reads as ``'unspecified'``."""
-    frame = read_runs(run_dir, REQUIRED_COLUMNS)
+    """A run's rows with the columns the report needs, plus ``param_label``; a missing profile
+    reads as ``'unspecified'``. Rows without a ``setting_hash`` (a bare runs.csv) get their
+    setting from the columns, and are refused where a setting repeats a (seed, distance): rows of
+    different configurations that nothing here can tell apart."""
+    frame = results.load_rows(run_dir, REQUIRED_COLUMNS)
     if "profile" not in frame.columns:
         frame["profile"] = np.nan
     profile = frame["profile"].astype(object)
     frame["profile"] = profile.where(profile.notna(), "unspecified").astype(str)
     labels = zip(frame.mech, frame.param_name, frame.param_value, strict=True)
     frame["param_label"] = [param_label(*x) for x in labels]
+    for column in ("run_hash", "setting_hash"):
+        if column not in frame.columns:
+            frame[column] = ""
+        frame[column] = frame[column].fillna("").astype(str)
     repeated = frame.duplicated([*SETTING, "seed", "distance"]).sum()
     if repeated:
-        log.warning(
-            "%s: %d row(s) repeat a (setting, seed, distance) (cells with other options?); "
-            "they are averaged as if they were further seeds",
-            run_dir,
-            repeated,
+        raise ValueError(
+            f"{run_dir}: {repeated} row(s) repeat a (setting, seed, distance) and there are no "
+            "cell configs to tell their configurations apart; report the cells' directory "
+            "instead of a bare runs.csv"
         )
+    return _label_options(frame, run_dir)
+
+
+def _label_options(frame: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
+    """Where one run configuration holds several settings of one (mech, parameter) (cells with
+    other mechanism options), append each one's options to its ``param_label``."""
+    keys = ["dataset", "profile", "run_hash", "mech", "param_label"]
+    clashes = frame.groupby(keys, dropna=False)["setting_hash"].transform("nunique") > 1
+    if not clashes.any():
+        return frame
+    configs = results.cell_configs(run_dir)
+    by_setting = {results.setting_hash(c): results.mech_settings(c) for c in configs.values()}
+    log.warning(
+        "%s holds settings that differ only in mechanism options; they are shown apart", run_dir
+    )
+    frame = frame.copy()
+    for i in frame.index[clashes]:
+        options = by_setting.get(frame.at[i, "setting_hash"], {})
+        text = ", ".join(f"{k}={v}" for k, v in sorted(options.items())) or "default options"
+        frame.at[i, "param_label"] = f"{frame.at[i, 'param_label']} [{text}]"
     return frame
+
+
+def _sections(frame: pd.DataFrame, run_dir: Path) -> list[tuple[str, str, pd.DataFrame]]:
+    """(title, file-name stem, rows) per dataset, profile and run configuration."""
+    sections = []
+    for (dataset, profile), group in frame.groupby(["dataset", "profile"], sort=True):
+        runs = sorted(group["run_hash"].unique())
+        if len(runs) == 1:
+            sections.append((f"{dataset}, profile {profile}", f"{dataset}-{profile}", group))
+            continue
+        log.warning(
+            "%s: %s profile %s holds %d run configurations; each gets its own section",
+            run_dir,
+            dataset,
+            profile,
+            len(runs),
+        )
+        settings = {
+            results.run_hash(c): results.run_settings(c)
+            for c in results.cell_configs(run_dir).values()
+        }
+        first = settings.get(runs[0], {})
+        for run in runs:
+            mine = settings.get(run, {})
+            diff = results.differences(first, mine) if run != runs[0] else []
+            what = "; ".join(diff) if diff else "the first"
+            title = f"{dataset}, profile {profile}, configuration {run[:8]} ({what})"
+            sections.append((title, f"{dataset}-{profile}-{run[:8]}", group[group.run_hash == run]))
+    return sections
 
 
 def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
@@ -500,7 +567,7 @@ def write_report(
     data_home: Path | None = None,
     images: bool = True,
 ) -> Report:
-    """Write figures (each in every format) and ``report.md`` for ``run_dir/runs.csv``.
+    """Write figures (each in every format) and ``report.md`` for the run in ``run_dir``.
 
     ``out_dir`` defaults to ``run_dir/report``; ``data_home`` is where downloadable datasets live
     (for the reconstruction and sample grids, which need the data); ``images=False`` skips the
@@ -515,8 +582,7 @@ def write_report(
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / REPORT_DIR
     report = Report(out_dir=out, markdown=out / REPORT_MD)
     sections = []
-    for (dataset, profile), group in frame.groupby(["dataset", "profile"], sort=True):
-        name = f"{dataset}, profile {profile}"
+    for name, stem_prefix, group in _sections(frame, Path(run_dir)):
         settings, distances = setting_summary(group), distance_summary(group)
         figures = summary_figures(settings, distances, name=name, skipped=report.skipped)
         figures += curve_figures(run_dir, group, name=name, skipped=report.skipped)
@@ -526,7 +592,7 @@ def write_report(
             )
         paths = []
         for stem, fig in figures:
-            paths += save_figure(fig, out, f"{_slug(f'{dataset}-{profile}')}-{stem}", formats)
+            paths += save_figure(fig, out, f"{_slug(stem_prefix)}-{stem}", formats)
         report.figures += paths
         sections.append(
             (
@@ -537,7 +603,7 @@ def write_report(
             )
         )
     text = render_markdown(
-        frame, sections, source=Path(run_dir) / RUNS_CSV, skipped=report.skipped, limits=limits
+        frame, sections, source=Path(run_dir), skipped=report.skipped, limits=limits
     )
     io.write_text(report.markdown, text)
     log.info("report written to %s (%d figure files)", report.markdown, len(report.figures))

@@ -30,9 +30,9 @@ from audit.config import CellConfig, MechanismName, Profile
 from audit.datasets import Dataset, Modality, dataset_modality, load_dataset, stratified_split
 from audit.pipeline import attack_set, cell_data, generate
 from audit.plots import image_grid, series_grid
+from audit.results import CELLS_DIR
 from audit.seeding import Purpose, torch_generator
 from audit.stats import format_epsilon
-from audit.sweep import CELLS_DIR
 from models.factory import Generation, model_family
 from models.lstm_vae import without_dp_lstm_aliases
 from models.training import Pair
@@ -179,19 +179,24 @@ def _kind(dataset_name: str) -> str:
 def _grid_dataset(
     run_dir: Path, hashes: list[str], *, name: str, data_home: Path | None, skipped: list[str]
 ) -> Dataset | None:
-    """The dataset, cut as the first readable cell's options say (its window stride)."""
+    """The dataset, cut as the first readable cell's options say (its window stride); None
+    (skipped) where its content is not the data the cells were trained on (``data_sha256``)."""
     for h in hashes:
         try:
             cell = load_cell_config(Path(run_dir) / CELLS_DIR / h)
         except CELL_ERRORS:
             continue  # that cell is reported when its grid row is loaded
         try:
-            return load_dataset(
+            dataset = load_dataset(
                 cell.dataset, data_home=data_home, window_stride=cell.option("window_stride")
             )
         except (ValueError, OSError) as exc:
             _skip(skipped, f"{name}: grids skipped, the dataset cannot be loaded: {exc}")
             return None
+        if cell.option("data_sha256") not in (None, dataset.content_hash):
+            _skip(skipped, f"{name}: grids skipped, the data changed since the cells were run")
+            return None
+        return dataset
     _skip(skipped, f"{name}: grids skipped, no cell has a readable config.json")
     return None
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import platform
 import subprocess
 import time
@@ -17,11 +16,10 @@ from typing import Any
 import pandas as pd
 import torch
 
-from audit import io
+from audit import io, results
 from audit.config import CellConfig, MechanismName, SweepConfig
 from audit.datasets import Dataset, dataset_modality, load_dataset, stratified_split
 from audit.mechanisms import CellData, Context, Mechanism, get_mechanism
-from audit.metrics import phi_score
 from audit.pipeline import (
     cell_data,
     classifier_accuracy,
@@ -30,13 +28,11 @@ from audit.pipeline import (
     save_outcome,
 )
 from audit.progress import ProgressFactory, null_progress
-from audit.rows import COLUMNS
+from audit.results import CELLS_DIR, RUNS_CSV
 
 log = logging.getLogger(__name__)
 
-CELLS_DIR = "cells"
-RUNS_CSV = "runs.csv"
-PHI_KEYS = ("baseline_hash", "distance")
+__all__ = ["CELLS_DIR", "RUNS_CSV", "SweepResult", "build_cells", "run_sweep"]
 
 
 @dataclass(frozen=True)
@@ -86,12 +82,17 @@ def run_metadata(cell: CellConfig, device: str, version: str) -> dict[str, Any]:
     }
 
 
-def build_cells(config: SweepConfig) -> list[tuple[CellConfig, CellConfig]]:
+def build_cells(
+    config: SweepConfig, *, data_sha256: str | None = None
+) -> list[tuple[CellConfig, CellConfig]]:
     """(cell, its non-private baseline cell) for every seed, mechanism and grid value.
 
     The baseline of seed s is the cell of mechanism ``none`` with the same profile and seed; it
-    comes first so that phi can be filled as soon as a private cell finishes.
+    comes first so that phi can be filled as soon as a private cell finishes. ``data_sha256``,
+    the loaded data's :attr:`Dataset.content_hash`, goes into every cell's options (and hash),
+    so changed data never reuses a cell; None only to validate the cells before loading.
     """
+    data = () if data_sha256 is None else (("data_sha256", data_sha256),)
     options = dict(config.mech_options)
     pairs: list[tuple[CellConfig, CellConfig]] = []
     for seed in config.seeds:
@@ -102,7 +103,7 @@ def build_cells(config: SweepConfig) -> list[tuple[CellConfig, CellConfig]]:
             None,
             seed,
             config.profile,
-            (("profile_name", config.profile_name.value), *config.data_options()),
+            (("profile_name", config.profile_name.value), *config.data_options(), *data),
         )
         pairs.append((base, base))
         for name in config.mechs:
@@ -141,10 +142,16 @@ def _acc_real(out: Path, dataset: Dataset, data: CellData, cell: CellConfig, ctx
     settings = classifier_settings(cell, ctx.device, "real")
     stride = cell.option("window_stride")  # other windows are other records
     extra = [] if stride is None else [["window_stride", stride]]
-    key = json.dumps([dataset.name, cell.seed, cell.profile.max_train, repr(settings), *extra])
+    content = ["data_sha256", dataset.content_hash]  # the data's content, not its name
+    key = json.dumps(
+        [dataset.name, content, cell.seed, cell.profile.max_train, repr(settings), *extra]
+    )
     path = out / "cache" / f"acc_real-{_digest(key)}.json"
     if path.exists():
-        return float(io.read_json(path)["acc_real"])
+        try:
+            return float(io.read_json(path)["acc_real"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("recomputing damaged cache file %s (%s)", path, exc)
     acc = classifier_accuracy(
         data.train,
         data.val,
@@ -162,48 +169,18 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def collect_rows(out: Path) -> pd.DataFrame:
-    """Every finished cell's rows under ``out``, with phi filled against its baseline."""
-    rows: list[dict[str, Any]] = []
-    for path in sorted((out / CELLS_DIR).glob("*/rows.json")):
-        rows.extend(io.read_json(path)["rows"])
-    frame = pd.DataFrame(rows)
-    if frame.empty:
-        return pd.DataFrame(columns=list(COLUMNS))
-    frame["phi"] = [_phi(frame, row) for row in frame.itertuples(index=False)]
-    ordered = [c for c in COLUMNS if c in frame] + [c for c in frame if c not in COLUMNS]
-    return (
-        frame[ordered]
-        .sort_values(["dataset", "mech", "param_value", "seed", "distance"], na_position="first")
-        .reset_index(drop=True)
-    )
-
-
-def _phi(frame: pd.DataFrame, row: Any) -> float:
-    if row.mech == MechanismName.NONE.value:
-        return math.nan
-    base = frame[(frame.config_hash == row.baseline_hash) & (frame.distance == row.distance)]
-    if base.empty:
-        return math.nan
-    b = base.iloc[0]
-    return phi_score(
-        atk_orig=b.mi_ap, atk=row.mi_ap, acc_orig=b.acc, acc=row.acc, acc_base=row.acc_base
-    )
-
-
-def write_csv(out: Path) -> tuple[Path, pd.DataFrame]:
-    frame = collect_rows(out)
-    path = out / RUNS_CSV
-    io.write_text(path, frame.to_csv(index=False))
-    return path, frame
-
-
 def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress) -> SweepResult:
-    """Run (or resume) every cell of ``config``; ``runs.csv`` is rewritten after each cell."""
-    pairs = build_cells(config)  # validates mechanisms and grid values before any work
+    """Run (or resume) every cell of ``config``; ``runs.csv`` is rebuilt after each cell.
+
+    Refused before any work where ``config.out`` holds another run configuration
+    (:func:`audit.results.claim_run`). Each cell is computed under its lock, so a concurrent
+    sweep into the same directory waits for it and then reuses it.
+    """
+    build_cells(config)  # validates mechanisms and grid values before loading any data
     dataset = load_dataset(  # fails before any write
         config.dataset, data_home=config.data_home, window_stride=config.window_stride
     )
+    pairs = build_cells(config, data_sha256=dataset.content_hash)
     out = Path(config.out)
     ctx = Context(device=config.device, progress=progress)
     version = code_version()
@@ -212,35 +189,60 @@ def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress)
         for s in config.seeds
     }
     ran = reused = 0
-    bar = progress(total=len(pairs), desc=f"{config.dataset} cells")
-    for cell, base in pairs:
-        cell_dir = out / CELLS_DIR / cell.config_hash
-        if (cell_dir / "rows.json").exists() and not config.overwrite:
-            reused += 1
-            log.info(
-                "reusing finished cell %s (%s %s)",
-                cell.config_hash,
-                cell.mech.value,
-                cell.param_value,
-            )
-        else:
-            log.info(
-                "running cell %s: %s %s=%s seed %d",
-                cell.config_hash,
-                cell.mech.value,
-                cell.param_name,
-                cell.param_value,
-                cell.seed,
-            )
-            data = cell_data(dataset, splits[cell.seed], cell)
-            acc_real = _acc_real(out, dataset, data, cell, ctx)
-            outcome = run_cell(cell, data, ctx, acc_real=acc_real, code_version=version)
-            for row in outcome.rows:
-                row["baseline_hash"] = base.config_hash
-            save_outcome(cell_dir, cell, outcome, run_metadata(cell, config.device, version))
-            ran += 1
-        csv_path, frame = write_csv(out)
-        bar.update(1)
-    bar.close()
-    csv_path, frame = write_csv(out)
+    with results.sweep_session(out):  # from here on, no other sweep cleans temporary files
+        results.claim_run(out, [cell.canonical() for cell, _ in pairs])  # or refuse
+        bar = progress(total=len(pairs), desc=f"{config.dataset} cells")
+        for cell, base in pairs:
+            if _reusable(out, cell, config.overwrite):
+                reused += 1
+            else:
+                with results.cell_lock(out, cell.config_hash):
+                    if _reusable(out, cell, config.overwrite):  # a concurrent sweep finished it
+                        reused += 1
+                    else:
+                        data = cell_data(dataset, splits[cell.seed], cell)
+                        acc_real = _acc_real(out, dataset, data, cell, ctx)
+                        _compute(out, (cell, base), data, acc_real, ctx=ctx, version=version)
+                        ran += 1
+            results.write_csv(out)
+            bar.update(1)
+        bar.close()
+        csv_path, frame = results.write_csv(out)
     return SweepResult(out=out, csv_path=csv_path, ran=ran, reused=reused, rows=frame)
+
+
+def _compute(
+    out: Path,
+    pair: tuple[CellConfig, CellConfig],
+    data: CellData,
+    acc_real: float,
+    *,
+    ctx: Context,
+    version: str,
+) -> None:
+    """Run one cell (``pair``: it and its baseline) and save it under ``out/cells``."""
+    cell, base = pair
+    log.info(
+        "running cell %s: %s %s=%s seed %d",
+        cell.config_hash,
+        cell.mech.value,
+        cell.param_name,
+        cell.param_value,
+        cell.seed,
+    )
+    outcome = run_cell(cell, data, ctx, acc_real=acc_real, code_version=version)
+    for row in outcome.rows:
+        row["baseline_hash"] = base.config_hash
+    meta = run_metadata(cell, ctx.device, version)
+    save_outcome(out / CELLS_DIR / cell.config_hash, cell, outcome, meta)
+
+
+def _reusable(out: Path, cell: CellConfig, overwrite: bool) -> bool:
+    """Whether ``cell`` is finished in ``out`` and may be reused (a torn or foreign rows.json
+    is not finished: the cell runs again)."""
+    if overwrite or not results.is_finished(out / CELLS_DIR / cell.config_hash):
+        return False
+    log.info(
+        "reusing finished cell %s (%s %s)", cell.config_hash, cell.mech.value, cell.param_value
+    )
+    return True

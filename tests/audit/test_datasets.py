@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from audit.datasets import (
+    Dataset,
     DatasetUnavailable,
     check_dataset_name,
+    content_hash,
     load_dataset,
     stratified_split,
 )
@@ -104,3 +106,16 @@ def test_npz_rejects_malformed(tmp_path: Path, arrays, message):
 def test_npz_missing_file(tmp_path: Path):
     with pytest.raises(DatasetUnavailable, match="does not exist"):
         load_dataset(f"npz:{tmp_path / 'nope.npz'}")
+
+
+def test_content_hash_covers_values_dtype_shape_and_labels():
+    x = np.zeros((4, 1, 2, 2), dtype=np.float32)
+    y = np.array([0, 1, 0, 1])
+    ref = Dataset("a", x, y, ("p", "q")).content_hash
+    assert Dataset("b", x.copy(), y.copy(), ("p", "q")).content_hash == ref  # name-free
+    changed = x.copy()
+    changed[0, 0, 0, 0] = 0.5
+    assert Dataset("a", changed, y, ("p", "q")).content_hash != ref
+    assert Dataset("a", x, y[::-1].copy(), ("p", "q")).content_hash != ref
+    assert Dataset("a", x.reshape(4, 1, 1, 4), y, ("p", "q")).content_hash != ref
+    assert content_hash(x.astype(np.float64), y) != content_hash(x, y)

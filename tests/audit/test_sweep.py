@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,11 +11,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pytest
 
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
 from audit.rows import COLUMNS
 from audit.sweep import run_sweep
+from benchmark import main
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = replace(
@@ -116,3 +120,79 @@ def test_kill_9_leaves_a_valid_csv_and_resume_finishes(tmp_path):
     assert f"{finished} reused" in done.stdout
     frame = pd.read_csv(out / "runs.csv")
     assert sorted(frame.seed.unique()) == [0, 1, 2] and len(frame) == 6
+
+
+def test_a_second_configuration_is_refused_before_any_work(tmp_path, capsys):
+    run_sweep(_config(tmp_path))
+    cells = sorted(p.name for p in (tmp_path / "cells").iterdir())
+    other = _config(tmp_path, profile=replace(TINY, epochs=3), overwrite=True)
+    with pytest.raises(ValueError, match=r"epochs: 2 vs 3.*another --out"):
+        run_sweep(other)
+    assert sorted(p.name for p in (tmp_path / "cells").iterdir()) == cells
+    argv = ["--dataset", "digits", "--profile", "quick", "--out", str(tmp_path), "--no-progress"]
+    assert main([*argv, *TINY_ARGS, "--epochs", "3"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "epochs: 2 vs 3" in error
+
+
+def _npz(path: Path, start: int) -> None:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    np.savez(path, X=digits.images[start : start + 120] / 16, y=digits.target[start : start + 120])
+
+
+def test_changed_npz_contents_are_never_reused(tmp_path):
+    """Same path, other records: before, '0 cell(s) run, 1 reused' and the cached acc_real of
+    the old file (keyed on its name)."""
+    data = tmp_path / "data.npz"
+    _npz(data, 0)
+    first = _config(tmp_path / "a", dataset=f"npz:{data}")
+    assert run_sweep(first).ran == 1
+    assert run_sweep(first).reused == 1
+    _npz(data, 120)
+    with pytest.raises(ValueError, match="data_sha256"):
+        run_sweep(first)  # the directory holds results of the old data
+    shutil.copytree(tmp_path / "a" / "cache", tmp_path / "b" / "cache")
+    second = run_sweep(_config(tmp_path / "b", dataset=f"npz:{data}"))
+    assert second.ran == 1
+    assert len(list((tmp_path / "b" / "cache").glob("acc_real-*.json"))) == 2
+    (old,) = pd.read_csv(tmp_path / "a" / "runs.csv").config_hash.unique()
+    assert old not in set(second.rows.config_hash)
+
+
+def test_a_torn_rows_json_is_rerun_and_does_not_stop_other_sweeps(tmp_path, caplog):
+    ldp_config = _config(tmp_path, mechs=(MechanismName.LDP,), grid=(10.0,))
+    first = run_sweep(ldp_config)
+    assert first.ran == 2
+    ldp = first.rows.loc[first.rows.mech == "ldp", "config_hash"].iloc[0]
+    (tmp_path / "cells" / ldp / "rows.json").write_text('{"schema_version": 1, "rows": [')
+    base = run_sweep(_config(tmp_path, overwrite=True))  # another cell; the torn one is named
+    assert base.ran == 1 and str(tmp_path / "cells" / ldp / "rows.json") in caplog.text
+    again = run_sweep(ldp_config)
+    assert (again.ran, again.reused) == (1, 1) and len(again.rows) == 4
+
+
+def test_two_concurrent_sweeps_compute_each_cell_once(tmp_path):
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmark.py"),
+        "--dataset",
+        "digits",
+        "--profile",
+        "quick",
+        "--out",
+        str(out),
+        "--no-progress",
+        *TINY_ARGS,
+    ]
+    procs = [
+        subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    lines = sorted(stdout.split(";")[0] for stdout, _ in outputs)
+    assert lines == ["0 cell(s) run, 1 reused", "1 cell(s) run, 0 reused"]
+    assert not list(out.rglob("*.tmp"))

@@ -1,0 +1,406 @@
+"""A sweep's results on disk: cells, the run manifest, ``runs.csv``, and the locks around them.
+
+The sweep, the report and the gate read and write a run directory only through this module::
+
+    OUT/run.json            the run manifest: the configuration all its cells share, and the
+                            cells every sweep into OUT planned (schema-versioned, atomic)
+    OUT/cells/<hash>/       one cell: config.json, ..., rows.json (written last: "finished")
+    OUT/cells/<hash>/.lock  held while a sweep computes that cell
+    OUT/runs.csv            rebuilt from the cells after each cell; never read back as a source
+    OUT/.runs.csv.lock      held while runs.csv is rebuilt
+    OUT/.run.json.lock      held while run.json is read and updated
+    OUT/.sweep.lock         shared by every running sweep; exclusive while orphans are cleaned
+
+A *run configuration* is everything in a cell's config except the mechanism, its parameter, the
+seed and the mechanism's own options (:func:`run_settings`); a directory holds one. Rows are read
+from the cells (:func:`load_rows`), so a torn ``runs.csv`` costs nothing; a torn or foreign
+``rows.json`` is named in a warning and skipped (report, gate) or recomputed (sweep).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import math
+import re
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from audit import io
+from audit.metrics import phi_score
+from audit.rows import COLUMNS
+
+log = logging.getLogger(__name__)
+
+CELLS_DIR = "cells"
+RUNS_CSV = "runs.csv"
+MANIFEST = "run.json"
+NONE = "none"
+#: Cell options that every cell of a run shares (not a mechanism's own options).
+RUN_OPTIONS = frozenset({"profile_name", "window_stride", "data_sha256"})
+#: Mechanism options that are grid values, not settings (``--target-epsilon`` replaces the grid).
+GRID_OPTIONS = frozenset({"target_epsilon"})
+#: What ``io`` names its temporary files: mkstemp's ``.NAME.XXXXXXXX.tmp``.
+TEMP_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+SORT_KEYS = ["dataset", "mech", "param_value", "seed", "distance"]
+
+
+# ---- locks ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def locked(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold an ``fcntl.flock`` on ``path`` (created if absent); the kernel drops it if the
+    process dies, so a ``kill -9`` never leaves a stale lock."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def cell_lock(out: Path, config_hash: str) -> contextlib.AbstractContextManager[None]:
+    """The lock a sweep holds while it computes cell ``config_hash`` of ``out``."""
+    return locked(Path(out) / CELLS_DIR / config_hash / ".lock")
+
+
+@contextlib.contextmanager
+def sweep_session(out: Path) -> Iterator[None]:
+    """Mark a sweep as running in ``out`` (a shared lock) for the duration of the block.
+
+    A sweep that finds no other one running first removes the temporary files a killed writer
+    left (:data:`TEMP_FILE` in ``out``, ``out/cells/*`` and ``out/cache``, older than the moment
+    it got the lock); with another sweep running it leaves them, as they may be that one's.
+    """
+    path = Path(out) / ".sweep.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            clean_orphans(out, before=time.time())
+        except BlockingIOError:
+            log.info("another sweep is running in %s; leaving temporary files alone", out)
+        fcntl.flock(fh, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def clean_orphans(out: Path, *, before: float) -> list[Path]:
+    """Remove ``io``'s temporary files under ``out`` last modified before ``before`` (epoch s)."""
+    out = Path(out)
+    folders = [out, out / "cache", *(p for p in (out / CELLS_DIR).glob("*") if p.is_dir())]
+    removed = []
+    for folder in folders:
+        for path in folder.glob(".*.tmp"):
+            if TEMP_FILE.match(path.name) and path.is_file() and path.stat().st_mtime < before:
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    if removed:
+        log.warning("removed %d temporary file(s) a killed sweep left in %s", len(removed), out)
+    return removed
+
+
+# ---- run configurations ---------------------------------------------------------------------
+
+
+def _digest(payload: Any) -> str:
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON would read it back (tuples as lists), so that settings compare."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def run_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The run configuration of a cell's canonical ``config`` (``CellConfig.canonical()``):
+    dataset, every profile setting and the run-wide options (:data:`RUN_OPTIONS`)."""
+    options = config.get("options", {})
+    return _plain(
+        {
+            "dataset": config["dataset"],
+            **dict(config["profile"]),
+            **{k: v for k, v in options.items() if k in RUN_OPTIONS},
+        }
+    )
+
+
+def mech_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The mechanism's own options in a cell's canonical ``config`` (grid values excluded)."""
+    options = config.get("options", {})
+    skip = RUN_OPTIONS | GRID_OPTIONS
+    return _plain({k: v for k, v in options.items() if k not in skip})
+
+
+def run_hash(config: dict[str, Any]) -> str:
+    """Names a run configuration: equal for every cell of one run."""
+    return _digest(run_settings(config))
+
+
+def setting_hash(config: dict[str, Any]) -> str:
+    """Names a setting: a cell's whole config but its seed (the unit the report averages)."""
+    return _digest({k: v for k, v in config.items() if k != "seed"})
+
+
+def _show(value: Any) -> str:
+    return "(unset)" if value is None else json.dumps(value)
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``'name: old vs new'`` for each setting whose value differs (absent reads as unset)."""
+    return [
+        f"{k}: {_show(old.get(k))} vs {_show(new.get(k))}"
+        for k in sorted(set(old) | set(new))
+        if old.get(k) != new.get(k)
+    ]
+
+
+def manifest_of(configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The manifest body for cells' canonical ``configs`` (one run configuration)."""
+    runs = {json.dumps(run_settings(c), sort_keys=True) for c in configs}
+    if len(runs) != 1:
+        raise ValueError(f"cells of one sweep must share one run configuration, got {len(runs)}")
+    mechs: dict[str, dict[str, Any]] = {}
+    for config in configs:
+        mechs[config["mech"]] = mech_settings(config)
+    cells = {
+        _cell_hash(c): {k: c[k] for k in ("mech", "param_name", "param_value", "seed")}
+        for c in configs
+    }
+    return {"settings": run_settings(configs[0]), "mechs": mechs, "cells": cells}
+
+
+def _cell_hash(config: dict[str, Any]) -> str:
+    # CellConfig.config_hash, recomputed from the canonical dict
+    text = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def manifest_conflicts(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Settings on which a sweep (``new``) differs from a directory's manifest (``old``): the
+    run settings, and the options of each mechanism both have (a mechanism that only one of
+    them runs cannot conflict)."""
+    found = differences(old["settings"], new["settings"])
+    for mech in sorted(set(old["mechs"]) & set(new["mechs"])):
+        found += [f"{mech} {d}" for d in differences(old["mechs"][mech], new["mechs"][mech])]
+    return found
+
+
+def claim_run(out: Path, configs: Sequence[dict[str, Any]]) -> None:
+    """Record the sweep of cells ``configs`` in ``out``'s manifest, or refuse it.
+
+    The first sweep into ``out`` writes ``run.json``; a later one must have the same run
+    configuration and the same options for each mechanism both run, else ValueError names every
+    differing setting with its two values before anything is written. Its mechanisms and cells
+    are added to the manifest (the cells that the gate then expects rows of).
+    """
+    out = Path(out)
+    path = out / MANIFEST
+    new = manifest_of(configs)
+    with locked(out / f".{MANIFEST}.lock"):
+        if path.exists():
+            old = read_manifest(out)
+            conflicts = manifest_conflicts(old, new)
+            if conflicts:
+                raise ValueError(
+                    f"{out} holds results of another configuration ({'; '.join(conflicts)}; "
+                    f"this directory vs this sweep); choose another --out, or delete {out} "
+                    f"to start over"
+                )
+            new = {
+                "settings": old["settings"],
+                "mechs": {**new["mechs"], **old["mechs"]},
+                "cells": {**old["cells"], **new["cells"]},
+            }
+        io.write_json(path, new)
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """``run_dir/run.json``; ValueError naming the file if it is damaged or foreign."""
+    path = Path(run_dir) / MANIFEST
+    try:
+        data = io.read_json(path)
+    except (OSError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise ValueError(
+            f"run manifest {path} is unreadable ({exc}); move the directory aside and rerun"
+        ) from None
+    if not all(isinstance(data.get(k), dict) for k in ("settings", "mechs", "cells")):
+        raise ValueError(f"run manifest {path} lacks settings, mechs or cells")
+    return data
+
+
+def planned_cells(run_dir: Path) -> list[dict[str, Any]] | None:
+    """The cells every sweep into ``run_dir`` planned, each with ``dataset`` and ``profile``
+    added; None for a directory without a manifest (older code, or runs.csv alone)."""
+    if not (Path(run_dir) / MANIFEST).exists():
+        return None
+    manifest = read_manifest(run_dir)
+    settings = manifest["settings"]
+    extra = {"dataset": settings.get("dataset"), "profile": settings.get("profile_name")}
+    return [{**cell, **extra} for cell in manifest["cells"].values()]
+
+
+# ---- cells ------------------------------------------------------------------------------------
+
+
+def _read_cell_file(path: Path, key: str) -> Any:
+    """``path[key]``, or None (with a warning naming the file) where it is torn or foreign."""
+    try:
+        value = io.read_json(path)[key]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("skipping damaged cell file %s (%s: %s)", path, type(exc).__name__, exc)
+        return None
+    return value
+
+
+def cell_rows(cell_dir: Path) -> list[dict[str, Any]] | None:
+    """The rows of a finished cell; None where ``rows.json`` is absent, torn or foreign (the
+    last two with a warning naming the file), i.e. where the cell is not finished."""
+    path = Path(cell_dir) / "rows.json"
+    rows = _read_cell_file(path, "rows")
+    if rows is None:
+        return None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        log.warning("skipping damaged cell file %s (rows is not a list of objects)", path)
+        return None
+    return rows
+
+
+def cell_config(cell_dir: Path) -> dict[str, Any] | None:
+    """A cell's canonical config from its ``config.json``; None (warned) if torn or foreign."""
+    config = _read_cell_file(Path(cell_dir) / "config.json", "config")
+    if config is not None and not isinstance(config, dict):
+        log.warning("skipping damaged cell file %s (config is not an object)", cell_dir)
+        return None
+    return config
+
+
+def is_finished(cell_dir: Path) -> bool:
+    """Whether the cell's rows and config both read back (a damaged one is computed again)."""
+    return cell_rows(cell_dir) is not None and cell_config(cell_dir) is not None
+
+
+def cell_configs(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Canonical config of each cell directory of ``run_dir`` with a readable config.json."""
+    found = {}
+    for cell_dir in sorted((Path(run_dir) / CELLS_DIR).glob("*/")):
+        config = cell_config(cell_dir)
+        if config is not None:
+            found[cell_dir.name] = config
+    return found
+
+
+def collect_rows(out: Path) -> pd.DataFrame:
+    """Every finished cell's rows under ``out``, with ``run_hash`` and ``setting_hash`` from its
+    config and phi filled against its baseline; damaged cells are skipped with a warning."""
+    rows: list[dict[str, Any]] = []
+    for cell_dir in sorted((Path(out) / CELLS_DIR).glob("*/")):
+        found = cell_rows(cell_dir)
+        if found is None:
+            continue
+        config = cell_config(cell_dir)
+        if config is None or "seed" not in config:
+            log.warning("skipping cell %s: its config.json is missing or damaged", cell_dir)
+            continue
+        keys = {"run_hash": run_hash(config), "setting_hash": setting_hash(config)}
+        rows.extend({**row, **keys} for row in found)
+    frame = _restore_floats(pd.DataFrame(rows))
+    if frame.empty:
+        return pd.DataFrame(columns=[*COLUMNS, "run_hash", "setting_hash"])
+    frame["phi"] = [_phi(frame, row) for row in frame.itertuples(index=False)]
+    ordered = [c for c in COLUMNS if c in frame] + [c for c in frame if c not in COLUMNS]
+    return frame[ordered].sort_values(SORT_KEYS, na_position="first").reset_index(drop=True)
+
+
+NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def _restore_floats(frame: pd.DataFrame) -> pd.DataFrame:
+    """Numbers ``io.write_json`` stored as text (``'inf'``, ``'nan'``) back as floats, in
+    columns that hold only numbers and such text."""
+    for column in frame.columns:
+        if pd.api.types.is_numeric_dtype(frame[column]):
+            continue
+        values = frame[column]
+        texts = values.isin(list(NON_FINITE))
+        numeric = values.map(lambda v: v is None or isinstance(v, int | float))
+        if texts.any() and (texts | numeric).all():
+            frame[column] = values.map(lambda v: NON_FINITE.get(v, v) if isinstance(v, str) else v)
+            frame[column] = pd.to_numeric(frame[column])
+    return frame
+
+
+def _phi(frame: pd.DataFrame, row: Any) -> float:
+    if row.mech == NONE:
+        return math.nan
+    base = frame[(frame.config_hash == row.baseline_hash) & (frame.distance == row.distance)]
+    if base.empty:
+        return math.nan
+    b = base.iloc[0]
+    return phi_score(
+        atk_orig=b.mi_ap, atk=row.mi_ap, acc_orig=b.acc, acc=row.acc, acc_base=row.acc_base
+    )
+
+
+def write_csv(out: Path) -> tuple[Path, pd.DataFrame]:
+    """Rebuild ``out/runs.csv`` from the cells (under its lock, atomically)."""
+    path = Path(out) / RUNS_CSV
+    with locked(Path(out) / f".{RUNS_CSV}.lock"):
+        frame = collect_rows(out)
+        io.write_text(path, frame.to_csv(index=False))
+    return path, frame
+
+
+# ---- reading a run for the report and the gate -------------------------------------------------
+
+
+def load_rows(run_dir: Path, required: Sequence[str]) -> pd.DataFrame:
+    """A run's rows: from its cells where any holds a ``rows.json``, else from ``runs.csv``
+    alone (a copied file), whose rows without a config hash (a torn last line) are skipped with
+    a warning. ValueError if there is nothing to read or a ``required`` column is missing."""
+    run_dir = Path(run_dir)
+    csv = run_dir / RUNS_CSV
+    if any((run_dir / CELLS_DIR).glob("*/rows.json")):
+        frame, source = collect_rows(run_dir), f"{run_dir / CELLS_DIR}"
+    elif csv.is_file():
+        frame, source = _read_csv(csv), str(csv)
+    else:
+        raise ValueError(
+            f"{str(run_dir)!r} holds neither cells/ nor runs.csv; run a sweep with "
+            f"--out {run_dir} first"
+        )
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{source} lacks column(s) {missing}; is it a run of this benchmark?")
+    if frame.empty:
+        raise ValueError(f"{source} holds no finished rows")
+    return frame
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not a readable runs.csv ({exc})") from None
+    last = "config_hash" if "config_hash" in frame.columns else frame.columns[-1]
+    torn = frame[last].isna()
+    if torn.any():
+        log.warning(
+            "%s: skipping %d row(s) without %s (a torn or damaged line)", path, torn.sum(), last
+        )
+        frame = frame[~torn].reset_index(drop=True)
+    return frame

@@ -1,0 +1,182 @@
+"""The results module: manifest, damaged cells, locks, orphans; and the report and the gate on
+runs whose runs.csv is torn, whose cells are damaged or whose configurations are mixed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+
+import pytest
+
+from audit import results
+from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
+from audit.report import load_runs, write_report
+from audit.sweep import build_cells
+from benchmark import main
+from tests.audit.fakes import cell_config, write_cell
+
+# ---- item 1: one configuration per directory ------------------------------------------------
+
+
+def _configs(tmp_path, mechs=("cdp",), options=(), epochs=40):
+    profile = PROFILES[ProfileName.QUICK]
+    config = SweepConfig(
+        dataset="digits",
+        mechs=tuple(MechanismName(m) for m in mechs),
+        profile_name=ProfileName.QUICK,
+        profile=profile.__class__(**{**vars(profile), "epochs": epochs}),
+        seeds=(0,),
+        out=tmp_path,
+        grid=(1.0,),
+        mech_options=options,
+    )
+    return [cell.canonical() for cell, _ in build_cells(config, data_sha256="a" * 64)]
+
+
+def test_a_later_sweep_with_other_settings_is_refused_naming_each_setting(tmp_path):
+    results.claim_run(tmp_path, _configs(tmp_path))
+    with pytest.raises(ValueError) as err:
+        results.claim_run(tmp_path, _configs(tmp_path, epochs=5))
+    assert "epochs: 40 vs 5" in str(err.value) and "another --out" in str(err.value)
+    with pytest.raises(ValueError, match=r"cdp clip_norm: \(unset\) vs \"2\""):
+        results.claim_run(tmp_path, _configs(tmp_path, options=(("clip_norm", "2"),)))
+    # a mechanism the directory does not hold yet brings its own options; same settings: fine
+    results.claim_run(tmp_path, _configs(tmp_path, mechs=("ldp",), options=(("clip_norm", "2"),)))
+    results.claim_run(tmp_path, _configs(tmp_path))
+    manifest = results.read_manifest(tmp_path)
+    assert set(manifest["mechs"]) == {"none", "cdp", "ldp"} and len(manifest["cells"]) == 3
+
+
+def test_report_never_averages_rows_of_two_configurations(tmp_path, caplog):
+    """An older directory holding cdp z=1 at 40 and at 5 epochs (eps 19.1 and 5.03) reports
+    each in its own section; before, one row showed their mean, eps 12.1."""
+    for epochs, eps in ((40, 19.1), (5, 5.03)):
+        write_cell(tmp_path, cell_config("none", epochs=epochs))
+        write_cell(tmp_path, cell_config("cdp", 1.0, epochs=epochs), epsilon=eps, mi_ap=0.55)
+    results.write_csv(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        report = write_report(tmp_path, formats=("png",), images=False)
+    text = report.markdown.read_text()
+    assert "| 19.1 |" in text and "| 5.03 |" in text and "12.1" not in text
+    assert text.count("## digits, profile quick, configuration ") == 2
+    assert "epochs: 40 vs 5" in text
+    assert "run configurations" in caplog.text
+
+
+def test_settings_that_differ_in_mechanism_options_are_shown_apart(tmp_path):
+    write_cell(tmp_path, cell_config("none"))
+    write_cell(tmp_path, cell_config("cdp", options={"clip_norm": 1.0}), epsilon=3.0)
+    write_cell(tmp_path, cell_config("cdp", options={"clip_norm": 2.0}), epsilon=3.0)
+    labels = set(load_runs(tmp_path)["param_label"])
+    assert labels == {"none", "z=1 [clip_norm=1.0]", "z=1 [clip_norm=2.0]"}
+
+
+# ---- item 3: damaged results ------------------------------------------------------------------
+
+
+def _run_with_two_cdp_cells(tmp_path):
+    configs = [cell_config("none"), cell_config("cdp", 1.0), cell_config("cdp", 2.0)]
+    cells = [write_cell(tmp_path, c, epsilon=3.0) for c in configs]
+    results.claim_run(tmp_path, configs)
+    results.write_csv(tmp_path)
+    return cells
+
+
+def test_report_reads_the_cells_not_a_torn_runs_csv(tmp_path):
+    _run_with_two_cdp_cells(tmp_path)
+    csv = tmp_path / results.RUNS_CSV
+    csv.write_text(csv.read_text()[:-150])  # cut mid-line, as a full disk would
+    frame = load_runs(tmp_path)
+    assert len(frame) == 6 and frame["config_hash"].notna().all()
+    write_report(tmp_path, formats=("png",), images=False)
+
+
+def test_a_torn_cell_is_named_and_skipped(tmp_path, caplog):
+    cells = _run_with_two_cdp_cells(tmp_path)
+    (cells[2] / "rows.json").write_text('{"schema_version": 1, "rows": [')
+    (cells[1] / "rows.json").write_text(json.dumps({"schema_version": 99, "rows": []}))
+    with caplog.at_level(logging.WARNING):
+        frame = load_runs(tmp_path)
+    assert set(frame["mech"]) == {"none"}
+    assert str(cells[2] / "rows.json") in caplog.text and str(cells[1] / "rows.json") in caplog.text
+    assert not results.is_finished(cells[1]) and results.is_finished(cells[0])
+
+
+def _thresholds(tmp_path, values):
+    entries = [
+        {
+            "dataset": "digits",
+            "profile": "quick",
+            "mech": "cdp",
+            "param_value": v,
+            "distance": "any",
+            "max_mi_ap": 0.9,
+            "tolerance": 0.02,
+            "margin_source": "test",
+        }
+        for v in values
+    ]
+    path = tmp_path / "thresholds.json"
+    path.write_text(json.dumps({"schema_version": 1, "entries": entries}))
+    return path
+
+
+def test_check_fails_on_an_entry_whose_planned_cell_is_damaged(tmp_path, capsys):
+    run = tmp_path / "run"
+    cells = _run_with_two_cdp_cells(run)
+    thresholds = _thresholds(tmp_path, [1.0, 2.0])
+    assert main(["check", "--thresholds", str(thresholds), str(run)]) == 0
+    (cells[2] / "rows.json").write_text("{")
+    capsys.readouterr()
+    assert main(["check", "--thresholds", str(thresholds), str(run)]) == 1
+    out = capsys.readouterr().out
+    missing = [line for line in out.splitlines() if line.startswith("MISSING")]
+    assert len(missing) == 1 and "cdp param 2" in missing[0] and "FAILED" in out
+
+
+def test_check_holds_a_run_only_to_the_cells_it_planned(tmp_path, capsys):
+    """As the CI's series cells: a sweep of cdp z=1 alone passes a file with every z."""
+    run = tmp_path / "run"
+    configs = [cell_config("none"), cell_config("cdp", 1.0)]
+    for c in configs:
+        write_cell(run, c, epsilon=3.0)
+    results.claim_run(run, configs)
+    thresholds = _thresholds(tmp_path, [0.5, 1.0, 2.0])
+    assert main(["check", "--thresholds", str(thresholds), str(run)]) == 0
+    assert "MISSING" not in capsys.readouterr().out
+
+
+def test_check_without_a_manifest_expects_every_entry_of_a_mechanism_it_has(tmp_path, capsys):
+    run = tmp_path / "run"
+    for c in (cell_config("none"), cell_config("cdp", 1.0)):
+        write_cell(run, c, epsilon=3.0)
+    assert main(["check", "--thresholds", str(_thresholds(tmp_path, [1.0, 2.0])), str(run)]) == 1
+    assert "MISSING: threshold entry 1" in capsys.readouterr().out
+
+
+# ---- item 6: locks and orphans ------------------------------------------------------------------
+
+
+def test_orphan_temp_files_are_cleaned_only_when_no_sweep_runs(tmp_path):
+    cell = tmp_path / "cells" / "abc"
+    cell.mkdir(parents=True)
+    orphans = [tmp_path / ".runs.csv.k2j_x9a1.tmp", cell / ".model.pt.abcdefgh.tmp"]
+    keep = [tmp_path / ".notes.tmp", cell / "model.pt", tmp_path / "report" / ".a.abcdefgh.tmp"]
+    for path in orphans + keep:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+        os.utime(path, (time.time() - 60, time.time() - 60))
+    another_sweep = results.locked(tmp_path / ".sweep.lock", shared=True)
+    with another_sweep, results.sweep_session(tmp_path):  # this one leaves the files alone
+        assert all(p.exists() for p in orphans)
+    with results.sweep_session(tmp_path):
+        assert not any(p.exists() for p in orphans) and all(p.exists() for p in keep)
+
+
+def test_restored_floats_round_trip_non_finite_numbers(tmp_path):
+    write_cell(tmp_path, cell_config("none"), epsilon=math.inf)
+    frame = results.collect_rows(tmp_path)
+    assert frame["epsilon"].dtype.kind == "f" and math.isinf(frame["epsilon"].iloc[0])
