@@ -21,6 +21,22 @@ from pathlib import Path
 SUBCOMMANDS = ("epsilon", "report", "check")
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" only where it informs: not to flags (store_true/false, count) and
+    not where the help text already names the default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            "default" in text
+            or action.default in (None, argparse.SUPPRESS)
+            or action.nargs == 0
+            or not action.option_strings
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit status 2."""
 
@@ -48,7 +64,8 @@ def build_run_parser() -> argparse.ArgumentParser:
         "membership-inference attack (MSE and SSIM), measure the utility of generated data, and "
         "write one CSV row per (dataset, mechanism, parameter, seed, distance) to OUT/runs.csv. "
         f"Other commands: {', '.join(SUBCOMMANDS)} (run 'benchmark.py COMMAND --help').",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
+        allow_abbrev=False,
     )
     p.add_argument(
         "--dataset",
@@ -314,7 +331,7 @@ def _configure_logging(verbosity: int) -> None:
 def epsilon_main(argv: Sequence[str]) -> int:
     from audit.privacy.command import add_epsilon_parser, run_epsilon
 
-    parser = OneLineParser(prog="benchmark.py")
+    parser = OneLineParser(prog="benchmark.py", allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
     add_epsilon_parser(sub)
     args = parser.parse_args(["epsilon", *argv])

@@ -37,6 +37,7 @@ def build_report_parser() -> argparse.ArgumentParser:
 
     p = _Parser(
         prog="benchmark.py report",
+        allow_abbrev=False,
         description="Tables, sweet spots and figures (paper 003, Figures 3-6) from DIR/runs.csv; "
         "attack curves and reconstruction grids also read DIR/cells/ where present.",
     )
@@ -86,6 +87,7 @@ def build_report_parser() -> argparse.ArgumentParser:
 def build_check_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="benchmark.py check",
+        allow_abbrev=False,
         description="CI gate: compare every row of DIR/runs.csv with a thresholds file (exit 1 on "
         "any violation), or calibrate a thresholds file from measured sweeps.",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
@@ -23,6 +24,18 @@ def parse_enum(enum: type[Enum], value: str, what: str) -> Any:
         return enum(value)
     except ValueError:
         raise ValueError(f"unknown {what} {value!r}; choose one of: {_choices(enum)}") from None
+
+
+DEVICE_PATTERN = re.compile(r"cpu|cuda(:(0|[1-9][0-9]*))?")
+
+
+def check_device_name(device: str) -> str:
+    """``device`` if it is ``cpu``, ``cuda`` or ``cuda:N`` (N a non-negative integer)."""
+    if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
+        raise ValueError(
+            f"unknown device {device!r}; choose cpu, cuda or cuda:N (N a non-negative integer)"
+        )
+    return device
 
 
 class MechanismName(str, Enum):
@@ -201,8 +214,7 @@ class SweepConfig:
                 raise ValueError(f"seeds must be non-negative integers, got {seed!r}")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct, got {list(self.seeds)}")
-        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ValueError(f"unknown device {self.device!r}; choose cpu or cuda[:N]")
+        check_device_name(self.device)
         if self.grid is not None:
             if not self.grid:
                 raise ValueError("--grid needs at least one value")

@@ -512,7 +512,9 @@ def write_report(
     if bad or not limits:
         raise ValueError(f"MI AP limits must lie in (0, 1], got {list(limits)}")
     frame = load_runs(run_dir)
-    out = Path(out_dir) if out_dir is not None else Path(run_dir) / REPORT_DIR
+    out = io.check_writable_dir(
+        Path(out_dir) if out_dir is not None else Path(run_dir) / REPORT_DIR
+    )
     report = Report(out_dir=out, markdown=out / REPORT_MD)
     sections = []
     for (dataset, profile), group in frame.groupby(["dataset", "profile"], sort=True):

@@ -19,8 +19,8 @@ import torch
 
 from audit import io
 from audit.config import CellConfig, MechanismName, SweepConfig
-from audit.datasets import Dataset, dataset_modality, load_dataset, stratified_split
-from audit.mechanisms import CellData, Context, Mechanism, get_mechanism
+from audit.datasets import Dataset, Split, dataset_modality, load_dataset, stratified_split
+from audit.mechanisms import CellData, Context, Mechanism, available_mechanisms, get_mechanism
 from audit.metrics import phi_score
 from audit.pipeline import (
     cell_data,
@@ -92,6 +92,7 @@ def build_cells(config: SweepConfig) -> list[tuple[CellConfig, CellConfig]]:
     The baseline of seed s is the cell of mechanism ``none`` with the same profile and seed; it
     comes first so that phi can be filled as soon as a private cell finishes.
     """
+    check_options_apply(config)
     options = dict(config.mech_options)
     pairs: list[tuple[CellConfig, CellConfig]] = []
     for seed in config.seeds:
@@ -123,6 +124,73 @@ def build_cells(config: SweepConfig) -> list[tuple[CellConfig, CellConfig]]:
                 )
                 pairs.append((cell, base))
     return pairs
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_options_apply(config: SweepConfig) -> None:
+    """Refuse options no selected mechanism reads, and a ``--grid`` that is ambiguous.
+
+    One ``--grid`` gives one list of values; with private mechanisms of different parameters it
+    would set z, eps_i and sigma alike, so all selected private mechanisms must share one
+    parameter (cdp and cdp-termwise share the noise multiplier z); and no ``--target-epsilon``,
+    which replaces the grid.
+    """
+    private = [m for m in config.mechs if m is not MechanismName.NONE]
+    names = ", ".join(m.value for m in private) or "none"
+    for key, _ in config.mech_options:
+        readers = [m for m in private if key in get_mechanism(m).option_names]
+        if not readers:
+            owners = [
+                m.value for m in available_mechanisms() if key in get_mechanism(m).option_names
+            ]
+            raise ValueError(
+                f"{_flag(key)} does not apply to --mech {names} (it is read by "
+                f"{', '.join(owners)}); drop it or add a mechanism that reads it"
+            )
+    if config.grid is None:
+        return
+    if not private:
+        raise ValueError(
+            "--grid does not apply to --mech none (the non-private baseline has no parameter); "
+            "drop --grid or add a private mechanism"
+        )
+    if len({get_mechanism(m).param_name for m in private}) > 1:
+        params = ", ".join(f"{m.value}: {get_mechanism(m).param_name}" for m in private)
+        raise ValueError(
+            f"--grid gives one list of values but --mech selects {len(private)} private "
+            f"mechanisms with different parameters ({params}); run mechanisms of different "
+            "parameters with a --grid each"
+        )
+    if dict(config.mech_options).get("target_epsilon") is not None:
+        raise ValueError(
+            "--target-epsilon replaces the grid with one calibrated noise multiplier; "
+            "give either --target-epsilon or --grid, not both"
+        )
+
+
+def validate_against_data(config: SweepConfig, dataset: Dataset, splits: dict[int, Split]) -> None:
+    """Check every selected mechanism's options against the loaded data, before any cell.
+
+    |D_train| is the smallest over the seeds after the ``max_train`` cap (what a cell trains on).
+    """
+    cap = config.profile.max_train
+    n_train = min(len(s.train) if cap is None else min(cap, len(s.train)) for s in splits.values())
+    options = dict(config.mech_options)
+    for name in config.mechs:
+        if name is MechanismName.NONE:
+            continue
+        mech = get_mechanism(name)
+        mine = {k: v for k, v in options.items() if k in mech.option_names}
+        mech.validate_for_data(
+            mine,
+            record_shape=dataset.shape,
+            n_train=n_train,
+            epochs=config.profile.epochs,
+            batch_size=config.profile.batch_size,
+        )
 
 
 def _grid(mech: Mechanism, config: SweepConfig, options: dict[str, Any]) -> list[tuple[str, float]]:
@@ -204,13 +272,15 @@ def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress)
     dataset = load_dataset(  # fails before any write
         config.dataset, data_home=config.data_home, window_stride=config.window_stride
     )
-    out = Path(config.out)
-    ctx = Context(device=config.device, progress=progress)
-    version = code_version()
     splits = {
         s: stratified_split(dataset.y, fractions=dataset.split_fractions, seed=s)
         for s in config.seeds
     }
+    validate_against_data(config, dataset, splits)
+    out = Path(config.out)
+    io.check_writable_dir(out)
+    ctx = Context(device=config.device, progress=progress)
+    version = code_version()
     ran = reused = 0
     bar = progress(total=len(pairs), desc=f"{config.dataset} cells")
     for cell, base in pairs:
