@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 import warnings
 from collections.abc import Sequence
@@ -310,14 +311,29 @@ def run_main(argv: Sequence[str]) -> int:
     from audit.progress import null_progress
     from audit.sweep import run_sweep
 
-    if config.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {config.device!r} requested but CUDA is not available here")
-    result = run_sweep(config, progress=tqdm_progress if config.progress else null_progress)
+    _check_device_available(config.device)
+    result = run_sweep(
+        config,
+        progress=tqdm_progress if config.progress else null_progress,
+        command=shlex.join(["python", "benchmark.py", *argv]),
+    )
     print(f"{result.ran} cell(s) run, {result.reused} reused; results: {result.csv_path}")
     return 0
+
+
+def _check_device_available(device: str) -> None:
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: CUDA is not available here; use --device cpu")
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        raise ValueError(
+            f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+            f"cuda:0..cuda:{torch.cuda.device_count() - 1}"
+        )
 
 
 def _configure_logging(verbosity: int) -> None:

@@ -72,9 +72,14 @@ def _version(package: str) -> str:
         return "unknown"
 
 
-def run_metadata(cell: CellConfig, device: str, version: str) -> dict[str, Any]:
+def run_metadata(
+    cell: CellConfig, device: str, version: str, command: str | None = None
+) -> dict[str, Any]:
+    """The cell's provenance; ``command`` is the sweep command line (what ``check --calibrate``
+    names as the source of thresholds)."""
     packages = ("torch", "opacus", "numpy", "scikit-learn", "scikit-image", "pandas")
     return {
+        "command": command,
         "seed": cell.seed,
         "device": device,
         "code_version": version,
@@ -266,8 +271,16 @@ def write_csv(out: Path) -> tuple[Path, pd.DataFrame]:
     return path, frame
 
 
-def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress) -> SweepResult:
-    """Run (or resume) every cell of ``config``; ``runs.csv`` is rewritten after each cell."""
+def run_sweep(
+    config: SweepConfig,
+    *,
+    progress: ProgressFactory = null_progress,
+    command: str | None = None,
+) -> SweepResult:
+    """Run (or resume) every cell of ``config``; ``runs.csv`` is rewritten after each cell.
+
+    ``command``: the command line that started the sweep, recorded in each new cell's metadata.
+    """
     pairs = build_cells(config)  # validates mechanisms and grid values before any work
     dataset = load_dataset(  # fails before any write
         config.dataset, data_home=config.data_home, window_stride=config.window_stride
@@ -307,7 +320,9 @@ def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress)
             outcome = run_cell(cell, data, ctx, acc_real=acc_real, code_version=version)
             for row in outcome.rows:
                 row["baseline_hash"] = base.config_hash
-            save_outcome(cell_dir, cell, outcome, run_metadata(cell, config.device, version))
+            save_outcome(
+                cell_dir, cell, outcome, run_metadata(cell, config.device, version, command)
+            )
             ran += 1
         csv_path, frame = write_csv(out)
         bar.update(1)
