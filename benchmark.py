@@ -169,6 +169,14 @@ def build_run_parser() -> argparse.ArgumentParser:
         help=f"cap on |D_train| (stratified subset), or 'all' (standard: {std.max_train})",
     )
 
+    prof.add_argument(
+        "--gen-records",
+        type=int,
+        help="|D_gen|: generated records the utility classifier trains on, labels in "
+        f"D_train's class shares (standard: {std.gen_records}; quick: "
+        f"{PROFILES[ProfileName.QUICK].gen_records})",
+    )
+
     mech = p.add_argument_group("mechanism options")
     mech.add_argument(
         "--clip-norm",
@@ -244,6 +252,7 @@ PROFILE_FIELDS = (
     "classifier_epochs",
     "classifier_patience",
     "max_train",
+    "gen_records",
 )
 
 

@@ -58,6 +58,8 @@ class Profile:
 
     ``max_train``: cap on |D_train| (None = the split's full training set); a small training set
     is what lets a VAE memorise, which is what the attack detects (see README).
+    ``gen_records``: |D_gen|, the generated records the utility classifier trains on, independent
+    of |D_train| (labels follow D_train's class shares; see :func:`audit.pipeline.gen_labels`).
     """
 
     epochs: int
@@ -70,6 +72,7 @@ class Profile:
     classifier_epochs: int
     classifier_patience: int
     max_train: int | None
+    gen_records: int = 1000
 
     def __post_init__(self) -> None:
         for name in (
@@ -79,6 +82,7 @@ class Profile:
             "attack_samples",
             "classifier_epochs",
             "classifier_patience",
+            "gen_records",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

@@ -286,7 +286,12 @@ def run_sweep(
         config.dataset, data_home=config.data_home, window_stride=config.window_stride
     )
     splits = {
-        s: stratified_split(dataset.y, fractions=dataset.split_fractions, seed=s)
+        s: stratified_split(
+            dataset.y,
+            fractions=dataset.split_fractions,
+            seed=s,
+            class_names=dataset.class_names,
+        )
         for s in config.seeds
     }
     validate_against_data(config, dataset, splits)
