@@ -295,6 +295,8 @@ def run_cell(
         "latent_dim": cell.profile.latent_dim,
         "n_train": len(data.train[0]),
         "n_attack": len(atk_data.is_member),
+        "n_test": len(data.test[0]),
+        "gen_records": len(gen_y),
         "attack_samples": cell.profile.attack_samples,
         "clip_norm": history.extra.get("clip_norm", math.nan),
         "wall_s": wall,

@@ -21,7 +21,7 @@ from audit import io
 from audit.config import CellConfig, MechanismName, SweepConfig
 from audit.datasets import Dataset, Split, dataset_modality, load_dataset, stratified_split
 from audit.mechanisms import CellData, Context, Mechanism, available_mechanisms, get_mechanism
-from audit.metrics import phi_score
+from audit.metrics import above_chance, phi_score
 from audit.pipeline import (
     cell_data,
     classifier_accuracy,
@@ -243,13 +243,30 @@ def collect_rows(out: Path) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         return pd.DataFrame(columns=list(COLUMNS))
-    frame["phi"] = [_phi(frame, row) for row in frame.itertuples(index=False)]
+    frame["utility_valid"] = [_utility_valid(frame, row) for row in frame.itertuples(index=False)]
+    frame["phi"] = [
+        _phi(frame, row) if row.utility_valid else math.nan for row in frame.itertuples(index=False)
+    ]
     ordered = [c for c in COLUMNS if c in frame] + [c for c in frame if c not in COLUMNS]
     return (
         frame[ordered]
         .sort_values(["dataset", "mech", "param_value", "seed", "distance"], na_position="first")
         .reset_index(drop=True)
     )
+
+
+def _baseline(frame: pd.DataFrame, row: Any) -> pd.DataFrame:
+    return frame[(frame.config_hash == row.baseline_hash) & (frame.distance == row.distance)]
+
+
+def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
+    """Whether the row's non-private baseline classifies above chance (:func:`above_chance`):
+    only then does its accuracy axis (acc, phi, sweet spots) measure anything."""
+    base = _baseline(frame, row)
+    if base.empty or "n_test" not in frame:
+        return False
+    b = base.iloc[0]
+    return above_chance(float(b.acc), n_test=float(b.n_test), chance=float(b.acc_base))
 
 
 def _phi(frame: pd.DataFrame, row: Any) -> float:
