@@ -53,8 +53,8 @@ def above_chance(acc: float, *, n_test: int, chance: float, alpha: float = UTILI
 
     One-sided exact binomial test: k = round(acc * n_test) correct answers, H0 accuracy = chance;
     True when P(X >= k | n_test, chance) < ``alpha``. A NaN accuracy or test size is not above
-    chance. At n_test = 100 and chance 0.5 this needs 63 correct (0.63); at n_test = 60 (lfw-subset's
-    D_test), 40 (0.667); at n_test = 540 and chance 0.1 (digits), 72 (0.133).
+    chance. At n_test = 100 and chance 0.5 this needs 63 correct (0.63); at n_test = 60
+    (lfw-subset's D_test), 40 (0.667); at n_test = 540 and chance 0.1 (digits), 72 (0.133).
     """
     from scipy.stats import binomtest
 
