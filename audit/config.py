@@ -60,6 +60,8 @@ class Profile:
     is what lets a VAE memorise, which is what the attack detects (see README).
     ``gen_records``: |D_gen|, the generated records the utility classifier trains on, independent
     of |D_train| (labels follow D_train's class shares; see :func:`audit.pipeline.gen_labels`).
+    None is the old rule, |D_gen| = |D_train|, kept so that cells run before the setting existed
+    keep their hashes (:meth:`CellConfig.canonical` leaves a None out); every profile sets it.
     """
 
     epochs: int
@@ -72,7 +74,7 @@ class Profile:
     classifier_epochs: int
     classifier_patience: int
     max_train: int | None
-    gen_records: int = 1000
+    gen_records: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -82,14 +84,13 @@ class Profile:
             "attack_samples",
             "classifier_epochs",
             "classifier_patience",
-            "gen_records",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(
                     f"{name.replace('_', '-')} must be a positive integer, got {value!r}"
                 )
-        for name in ("attack_records", "max_train"):
+        for name in ("attack_records", "max_train", "gen_records"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 2):
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 2, got {value!r}")
@@ -174,6 +175,8 @@ class CellConfig:
         body = asdict(self)
         body["mech"] = self.mech.value
         body["options"] = dict(self.options)
+        if body["profile"]["gen_records"] is None:  # the old rule; older cells keep their hash
+            del body["profile"]["gen_records"]
         return body
 
     @property

@@ -240,7 +240,8 @@ def run_cell(
     loss_train = evaluate_vae_loss(model, data.train, beta=cell.profile.beta, seed=gap_seed)
     loss_test = evaluate_vae_loss(model, data.test, beta=cell.profile.beta, seed=gap_seed)
 
-    labels = gen_labels(data.train[1], cell.profile.gen_records, seed=cell.seed)
+    n_gen = cell.profile.gen_records or len(data.train[1])  # None: |D_train|, the old rule
+    labels = gen_labels(data.train[1], n_gen, seed=cell.seed)
     gen_x, gen_y = generate(
         model, labels, seed=cell.seed, method=family.generation, source=prepared.train
     )
