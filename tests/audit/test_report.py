@@ -301,8 +301,9 @@ def test_bad_limits_are_refused(tmp_path, capsys):
 
 def test_samples_grid_shows_every_class(tmp_path, monkeypatch):
     """The grid drew 2 * 4 samples, so digits showed classes 0-7 only."""
-    import audit.report_grids as grids
     from matplotlib.figure import Figure
+
+    import audit.report_grids as grids
 
     titles: dict[str, list[str]] = {}
 
