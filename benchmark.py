@@ -13,12 +13,29 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 SUBCOMMANDS = ("epsilon", "report", "check")
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" only where it informs: not to flags (store_true/false, count) and
+    not where the help text already names the default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            "default" in text
+            or action.default in (None, argparse.SUPPRESS)
+            or action.nargs == 0
+            or not action.option_strings
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -48,7 +65,8 @@ def build_run_parser() -> argparse.ArgumentParser:
         "membership-inference attack (MSE and SSIM), measure the utility of generated data, and "
         "write one CSV row per (dataset, mechanism, parameter, seed, distance) to OUT/runs.csv. "
         f"Other commands: {', '.join(SUBCOMMANDS)} (run 'benchmark.py COMMAND --help').",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
+        allow_abbrev=False,
     )
     p.add_argument(
         "--dataset",
@@ -151,6 +169,14 @@ def build_run_parser() -> argparse.ArgumentParser:
         help=f"cap on |D_train| (stratified subset), or 'all' (standard: {std.max_train})",
     )
 
+    prof.add_argument(
+        "--gen-records",
+        type=int,
+        help="|D_gen|: generated records the utility classifier trains on, labels in "
+        f"D_train's class shares (standard: {std.gen_records}; quick: "
+        f"{PROFILES[ProfileName.QUICK].gen_records})",
+    )
+
     mech = p.add_argument_group("mechanism options")
     mech.add_argument(
         "--clip-norm",
@@ -228,6 +254,7 @@ PROFILE_FIELDS = (
     "classifier_epochs",
     "classifier_patience",
     "max_train",
+    "gen_records",
 )
 
 
@@ -295,14 +322,29 @@ def run_main(argv: Sequence[str]) -> int:
     from audit.progress import null_progress
     from audit.sweep import run_sweep
 
-    if config.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {config.device!r} requested but CUDA is not available here")
-    result = run_sweep(config, progress=tqdm_progress if config.progress else null_progress)
+    _check_device_available(config.device)
+    result = run_sweep(
+        config,
+        progress=tqdm_progress if config.progress else null_progress,
+        command=shlex.join(["python", "benchmark.py", *argv]),
+    )
     print(f"{result.ran} cell(s) run, {result.reused} reused; results: {result.csv_path}")
     return 0
+
+
+def _check_device_available(device: str) -> None:
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: CUDA is not available here; use --device cpu")
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        raise ValueError(
+            f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+            f"cuda:0..cuda:{torch.cuda.device_count() - 1}"
+        )
 
 
 def _configure_logging(verbosity: int) -> None:
@@ -316,7 +358,7 @@ def _configure_logging(verbosity: int) -> None:
 def epsilon_main(argv: Sequence[str]) -> int:
     from audit.privacy.command import add_epsilon_parser, run_epsilon
 
-    parser = OneLineParser(prog="benchmark.py")
+    parser = OneLineParser(prog="benchmark.py", allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
     add_epsilon_parser(sub)
     args = parser.parse_args(["epsilon", *argv])

@@ -16,7 +16,13 @@ or equal. Every matching entry is enforced (so a specific entry can tighten a ge
 - ``max_mi_ap`` (private mechanisms only): fails when MI AP > max_mi_ap + tolerance;
 - ``min_mi_ap`` (the baseline ``none`` only): fails when MI AP < min_mi_ap - tolerance, so that an
   attack that silently broke (MI AP at chance everywhere) cannot pass as "private";
-- ``min_acc``: fails when accuracy < min_acc - tolerance.
+- ``min_acc``: fails when accuracy < min_acc - tolerance. A floor that cannot fail, one with
+  ``min_acc - tolerance`` at or below chance accuracy (1 / #classes, ``chance_acc`` in the entry,
+  or the row's ``acc_base``), is refused: calibration drops it instead (``min_acc`` null and
+  ``min_acc_dropped`` saying why).
+
+``source_commands`` (optional): the sweep command(s) whose runs the file was calibrated from, so
+that it can be reproduced.
 
 A NaN observation fails any limit that applies to it. Rows that no entry matches are reported as
 unchecked; a file that matches no row at all is an error, so a misconfigured gate cannot pass.
@@ -59,7 +65,7 @@ SCHEMA_VERSION = 1
 ANY = "any"
 DISTANCES = ("mse", "ssim")  # attacks.Distance values; kept literal so the gate stays light
 CHECK_COLUMNS = ("dataset", "mech", "param_name", "param_value", "seed", "distance", "mi_ap", "acc")
-TOP_FIELDS = {"schema_version", "description", "entries"}
+TOP_FIELDS = {"schema_version", "description", "entries", "source_commands"}
 REQUIRED_FIELDS = ("dataset", "mech", "param_value", "distance", "tolerance", "margin_source")
 LIMIT_FIELDS = ("max_mi_ap", "min_mi_ap", "min_acc")
 PARAM_SYMBOLS = {"noise_multiplier": "z", "eps_i": "εᵢ", "sigma": "σ"}
@@ -90,6 +96,16 @@ def _number(name: str, value: Any, *, low: float, high: float, optional: bool) -
         raise ValueError(f"{name} must be a number in [{low:g}, {high:g}]{null}, got {value!r}")
 
 
+def check_acc_floor(min_acc: float, tolerance: float, chance: float) -> None:
+    """Refuse an accuracy floor that cannot fail: ``min_acc - tolerance`` at or below chance."""
+    if min_acc - tolerance <= chance:
+        raise ValueError(
+            f"min_acc {min_acc:.4g} (minus tolerance {tolerance:g}) is at or below chance "
+            f"accuracy {chance:.4g}, a floor no classifier can fail; set min_acc to null "
+            "(and say why in min_acc_dropped) or raise it above chance"
+        )
+
+
 @dataclass(frozen=True)
 class Threshold:
     """One entry of a thresholds file (see the module docstring for its meaning)."""
@@ -104,6 +120,8 @@ class Threshold:
     min_mi_ap: float | None = None
     min_acc: float | None = None
     profile: str | None = None
+    chance_acc: float | None = None
+    min_acc_dropped: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str):
@@ -146,6 +164,11 @@ class Threshold:
                 "max_mi_ap applies to private mechanisms; for mech 'none' (the "
                 "baseline) use min_mi_ap, the floor that catches a broken attack"
             )
+        _number("chance_acc", self.chance_acc, low=0, high=1, optional=True)
+        if self.min_acc is not None and self.chance_acc is not None:
+            check_acc_floor(self.min_acc, self.tolerance, self.chance_acc)
+        if self.min_acc_dropped is not None and self.min_acc is not None:
+            raise ValueError("min_acc_dropped says the floor was dropped, so min_acc must be null")
         if self.mech != NONE and self.min_mi_ap is not None:
             raise ValueError(
                 f"min_mi_ap is the baseline's floor (mech 'none'); for mech "
@@ -299,6 +322,14 @@ def check_runs(
         used.update(matching)
         for i in matching:
             t = thresholds[i]
+            chance = getattr(row, "acc_base", None)
+            if t.min_acc is not None and chance is not None and not pd.isna(chance):
+                try:
+                    check_acc_floor(t.min_acc, t.tolerance, float(chance))
+                except ValueError as exc:
+                    raise ValueError(
+                        f"thresholds entries[{i}] ({row.dataset} {row.mech}): {exc}"
+                    ) from None
             for name, column, limit, direction in t.limits():
                 observed = float(getattr(row, column))
                 if _broken(observed, limit, t.tolerance, direction):
@@ -415,6 +446,7 @@ def calibrate(
     *,
     sigmas: float = DEFAULT_SIGMAS,
     tolerance: float = DEFAULT_TOLERANCE_FLOOR,
+    source_commands: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A thresholds document from measured sweeps (several seeds and/or directories).
 
@@ -423,12 +455,19 @@ def calibrate(
     mechanisms, ``min_mi_ap = m - k*s`` for the baseline, ``min_acc = m - k*s``, all clamped to
     [0, 1], with ``tolerance`` (the floor below which no margin shrinks) stored in each entry, so
     the effective limits are m +- (k*s + tolerance). Identical cells (same config hash) found in
-    several directories count once.
+    several directories count once. An accuracy floor with ``min_acc - tolerance`` at or below
+    chance (the rows' ``acc_base``, 1 / #classes) cannot fail and is not written: ``min_acc`` is
+    null and ``min_acc_dropped`` says why.
+
+    ``source_commands``: the sweep commands that produced the runs; without, they are read from
+    each cell's ``metadata.json`` (``command``, recorded by the sweep), and a run that lacks one
+    is refused, so the file always names how to reproduce it rather than scratch directories.
     """
     if not math.isfinite(sigmas) or sigmas < 0:
         raise ValueError(f"--sigmas must be a non-negative number, got {sigmas!r}")
     _number("--tolerance", tolerance, low=0, high=1, optional=False)
     frame = _calibration_rows(run_dirs)
+    commands = list(source_commands) or _recorded_commands(run_dirs, frame)
     stamp = datetime.date.today().isoformat()
     entries = []
     keys = ["dataset", "profile", "mech", "param_value", "distance"]
@@ -444,19 +483,43 @@ def calibrate(
         )
     doc = {
         "schema_version": SCHEMA_VERSION,
-        "description": f"calibrated on {stamp} from {', '.join(map(str, run_dirs))} with "
-        f"limits = mean +- {sigmas:g} sd and a tolerance floor of {tolerance:g}",
+        "description": f"calibrated on {stamp} from the runs of source_commands with "
+        f"limits = mean +- {sigmas:g} sd and a tolerance floor of {tolerance:g}; accuracy "
+        "floors at or below chance are dropped (min_acc_dropped)",
+        "source_commands": commands,
         "entries": entries,
     }
     parse_thresholds(doc, source="calibrated thresholds")  # what we write must load
     return doc
 
 
+def _recorded_commands(run_dirs: Sequence[Path], frame: pd.DataFrame) -> list[str]:
+    """The distinct sweep commands recorded in the metadata of the cells behind ``frame``."""
+    commands: list[str] = []
+    for run_dir in run_dirs:
+        hashes = set(frame.loc[frame["_run_dir"] == str(run_dir), "config_hash"])
+        for config_hash in sorted(hashes):
+            path = Path(run_dir) / "cells" / str(config_hash) / "metadata.json"
+            command = io.read_json(path).get("command") if path.is_file() else None
+            if not command:
+                raise ValueError(
+                    f"{path} records no sweep command, so the thresholds could not name how to "
+                    "reproduce them; pass --source-command 'benchmark.py ...' (once per sweep)"
+                )
+            if command not in commands:
+                commands.append(command)
+    return commands
+
+
 def _calibration_rows(run_dirs: Sequence[Path]) -> pd.DataFrame:
     if not run_dirs:
         raise ValueError("--calibrate needs at least one sweep directory")
     frame = pd.concat(
-        [read_runs(d, (*CHECK_COLUMNS, "config_hash")) for d in run_dirs], ignore_index=True
+        [
+            read_runs(d, (*CHECK_COLUMNS, "config_hash", "acc_base")).assign(_run_dir=str(d))
+            for d in run_dirs
+        ],
+        ignore_index=True,
     )
     before = len(frame)
     frame = frame.drop_duplicates(["config_hash", "distance"])
@@ -513,7 +576,15 @@ def _calibrated_entry(
         "min_acc": _clamp(acc_mean - sigmas * acc_sd),
         "tolerance": tolerance,
         "margin_source": note,
+        "chance_acc": float(group["acc_base"].max()),
     }
+    if entry["min_acc"] - tolerance <= entry["chance_acc"]:
+        entry["min_acc_dropped"] = (
+            f"calibrated floor {entry['min_acc']:.4f} (mean - {sigmas:g} sd, minus tolerance "
+            f"{tolerance:g}) is at or below chance {entry['chance_acc']:.4f}: it could not fail"
+        )
+        entry["min_acc"] = None
+        log.warning("calibration: %s: accuracy floor at or below chance dropped", where)
     if baseline and entry["min_mi_ap"] - tolerance <= 0.5:
         log.warning(
             "calibration: the baseline MI AP floor of %s is at or below chance (0.5); "

@@ -3,6 +3,7 @@
   benchmark.py report DIR [--out REPORT_DIR] [--format png pdf] [--limits 0.55 0.6 0.75]
   benchmark.py check --thresholds FILE DIR
   benchmark.py check --calibrate DIR [DIR ...] --write FILE [--sigmas 3] [--tolerance 0.02]
+                     [--source-command CMD ...]
 
 A usage error raises ValueError, which ``benchmark.main`` prints as one 'error:' line (status 2).
 """
@@ -37,6 +38,7 @@ def build_report_parser() -> argparse.ArgumentParser:
 
     p = _Parser(
         prog="benchmark.py report",
+        allow_abbrev=False,
         description="Tables, sweet spots and figures (paper 003, Figures 3-6) from the rows of "
         "DIR/cells/ (DIR/runs.csv where there are no cells); damaged cells are named and skipped.",
     )
@@ -86,6 +88,7 @@ def build_report_parser() -> argparse.ArgumentParser:
 def build_check_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="benchmark.py check",
+        allow_abbrev=False,
         description="CI gate: compare every row of the run in DIR (read from DIR/cells/) with a "
         "thresholds file (exit 1 on any violation, or on an entry without the rows the run "
         "should have), or calibrate a thresholds file from measured sweeps.",
@@ -103,6 +106,14 @@ def build_check_parser() -> argparse.ArgumentParser:
         help="sweep directories (e.g. several seeds) to calibrate thresholds from",
     )
     p.add_argument("--write", type=Path, metavar="FILE", help="calibration: the file to write")
+    p.add_argument(
+        "--source-command",
+        action="append",
+        default=None,
+        metavar="CMD",
+        help="calibration: the sweep command the runs came from (repeat for several); needed "
+        "only where the runs' cells do not record it",
+    )
     p.add_argument(
         "--sigmas",
         type=float,
@@ -153,8 +164,10 @@ def run_check(args: argparse.Namespace) -> int:
 
     if args.dir is None:
         raise ValueError("check --thresholds FILE needs the sweep directory DIR")
-    if args.write is not None or args.sigmas is not None or args.tolerance is not None:
-        raise ValueError("--write, --sigmas and --tolerance belong to --calibrate")
+    if any(x is not None for x in (args.write, args.sigmas, args.tolerance, args.source_command)):
+        raise ValueError(
+            "--write, --sigmas, --tolerance and --source-command belong to --calibrate"
+        )
     result = check_dir(args.dir, args.thresholds)
     if result.violations:
         print(format_violations(result.violations))
@@ -191,7 +204,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise ValueError("check --calibrate needs --write FILE (where the thresholds go)")
     sigmas = DEFAULT_SIGMAS if args.sigmas is None else args.sigmas
     tolerance = DEFAULT_TOLERANCE_FLOOR if args.tolerance is None else args.tolerance
-    doc = calibrate(args.calibrate, sigmas=sigmas, tolerance=tolerance)
+    doc = calibrate(
+        args.calibrate,
+        sigmas=sigmas,
+        tolerance=tolerance,
+        source_commands=args.source_command or (),
+    )
     write_thresholds(args.write, doc)
     print(
         f"thresholds written to {args.write}: {len(doc['entries'])} entries from "

@@ -170,12 +170,76 @@ class Split:
         )
 
 
-def stratified_split(y: np.ndarray, *, fractions: tuple[float, float, float], seed: int) -> Split:
-    """Seeded stratified split into train/val/test with the given fractions (summing to 1)."""
+def min_records_per_class(fractions: tuple[float, float, float]) -> int:
+    """The fewest records a class needs for :func:`stratified_split` with ``fractions``.
+
+    A class needs at least one record in D_train (``c * f_train >= 1``) and at least two in the
+    remainder that is split, stratified again, into D_val and D_test
+    (``c * (f_val + f_test) >= 2``): 4 for paper 003's 50/20/30 split, 10 for 10/10/80.
+    """
+    train, val, test = fractions
+    need = max(2.0, 1 / train, 2 / (val + test))
+    return math.ceil(round(need, 9))
+
+
+def check_class_counts(
+    y: np.ndarray,
+    *,
+    fractions: tuple[float, float, float],
+    class_names: tuple[str, ...] | None = None,
+    source: str = "dataset",
+) -> None:
+    """Refuse labels the stratified split cannot handle: fewer than two classes, or a class
+    with fewer than :func:`min_records_per_class` records; the error names the class."""
+    labels, counts = np.unique(y, return_counts=True)
+
+    def name(label: int) -> str:
+        return repr(class_names[label]) if class_names is not None else repr(int(label))
+
+    if len(labels) < 2:
+        held = name(labels[0]) if len(labels) else "none"
+        raise DatasetUnavailable(
+            f"{source}: y holds {len(labels)} class(es) ({held}); the utility classifier and "
+            "the split need at least 2 classes"
+        )
+    n_train = math.floor(fractions[0] * len(y))
+    n_val = math.floor((len(y) - n_train) * fractions[1] / (fractions[1] + fractions[2]))
+    sizes = {"D_train": n_train, "D_val": n_val, "D_test": len(y) - n_train - n_val}
+    small = {k: v for k, v in sizes.items() if v < len(labels)}
+    if small:
+        part, size = next(iter(small.items()))
+        raise DatasetUnavailable(
+            f"{source}: {len(y)} records are too few for {len(labels)} classes: {part} would "
+            f"hold {size} record(s), fewer than the classes the stratified split must put in it"
+        )
+    need = min_records_per_class(fractions)
+    low = int(np.argmin(counts))
+    if counts[low] < need:
+        shares = "/".join(f"{round(100 * f)}" for f in fractions)
+        raise DatasetUnavailable(
+            f"{source}: class {name(labels[low])} has {counts[low]} record(s); the stratified "
+            f"{shares} split needs at least {need} per class (one in D_train, two to split "
+            "into D_val and D_test)"
+        )
+
+
+def stratified_split(
+    y: np.ndarray,
+    *,
+    fractions: tuple[float, float, float],
+    seed: int,
+    class_names: tuple[str, ...] | None = None,
+) -> Split:
+    """Seeded stratified split into train/val/test with the given fractions (summing to 1).
+
+    Raises ValueError, naming the class, where a class has too few records for the split
+    (:func:`check_class_counts`).
+    """
     if len(fractions) != 3 or any(f <= 0 for f in fractions) or not math.isclose(sum(fractions), 1):
         raise ValueError(
             f"split fractions must be three positive numbers summing to 1, got {fractions}"
         )
+    check_class_counts(y, fractions=fractions, class_names=class_names)
     idx = np.arange(len(y))
     split_seed = derive_seed(seed, Purpose.SPLIT) % (2**32)
     train, rest = train_test_split(
@@ -277,41 +341,90 @@ def _lfw_top_identities(name: str, k: int, data_home: Path | None, side: int = 6
     return Dataset(name, x, y, tuple(keep_names))
 
 
-def load_npz(path: Path) -> Dataset:
-    """User data: an .npz with ``X`` (N, H, W), (N, C, H, W) or (N, H, W, C) and integer ``y``.
+#: What an .npz's X may hold (see :func:`npz_pixels`).
+NPZ_PIXEL_RULE = (
+    "X must hold floats in [0, 1] (taken as they are) or integers in [0, 255] with a maximum "
+    "above 1 (divided by 255)"
+)
 
-    Pixels in [0, 1] are taken as they are; uint8 or values up to 255 are divided by 255.
+
+def load_npz(path: Path) -> Dataset:
+    """User data: an .npz with ``X`` (N, H, W), (N, C, H, W) or (N, H, W, C), C in (1, 3), and
+    a 1-D integer ``y`` with at least two classes, each with enough records for the split.
+
+    Pixels (:func:`npz_pixels`): floats must lie in [0, 1]; integers (any integer dtype, e.g.
+    uint8) must lie in [0, 255] and are divided by 255. Anything else is refused rather than
+    guessed: floats above 1 (0..255 stored as floats: cast to uint8), integers holding only 0
+    and 1 (binary images or near-black 0..255 pixels? store floats), values above 255, negative
+    values, NaN and infinity.
     """
     path = Path(path)
+    where = f"npz dataset {str(path)!r}"
     if not path.is_file():
-        raise DatasetUnavailable(f"npz dataset {str(path)!r} does not exist")
-    with np.load(path, allow_pickle=False) as data:
-        missing = {"X", "y"} - set(data.files)
-        if missing:
-            raise DatasetUnavailable(
-                f"npz dataset {str(path)!r} lacks array(s) {sorted(missing)}; it must hold X and y"
-            )
-        x, y = data["X"], data["y"]
+        raise DatasetUnavailable(f"{where} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            missing = {"X", "y"} - set(data.files)
+            if missing:
+                raise DatasetUnavailable(
+                    f"{where} lacks array(s) {sorted(missing)}; it must hold X and y"
+                )
+            x, y = data["X"], data["y"]
+    except DatasetUnavailable:
+        raise
+    except (OSError, ValueError, EOFError) as exc:  # zipfile.BadZipFile is an OSError here too
+        raise DatasetUnavailable(
+            f"{where} is not a readable .npz archive of arrays X and y "
+            f"({type(exc).__name__}); write it with numpy.savez(path, X=..., y=...)"
+        ) from None
+    x = npz_pixels(_npz_images(x, where), where)
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+        raise DatasetUnavailable(
+            f"{where}: y must be a 1-D integer array, got {y.dtype} of shape {y.shape}"
+        )
+    if len(y) != len(x):
+        raise DatasetUnavailable(f"{where}: X holds {len(x)} records but y {len(y)} labels")
+    classes, y = np.unique(y, return_inverse=True)
+    names = tuple(str(c) for c in classes)
+    check_class_counts(y, fractions=(0.5, 0.2, 0.3), class_names=names, source=where)
+    return Dataset(f"npz:{path.name}", x, y.astype(np.int64), names)
+
+
+def _npz_images(x: np.ndarray, where: str) -> np.ndarray:
+    """X as (N, C, H, W); the error lists the shapes allowed."""
     if x.ndim == 3:
         x = x[:, None]
     elif x.ndim == 4 and x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
         x = x.transpose(0, 3, 1, 2)
-    if x.ndim != 4 or x.shape[1] not in (1, 3):
+    if x.ndim != 4 or x.shape[1] not in (1, 3) or min(x.shape) < 1:
         raise DatasetUnavailable(
-            f"npz dataset {str(path)!r}: X has shape {x.shape}; allowed: (N, H, W), "
-            f"(N, C, H, W) or (N, H, W, C) with C in (1, 3)"
+            f"{where}: X has shape {x.shape}; allowed: (N, H, W), (N, C, H, W) or (N, H, W, C) "
+            "with C in (1, 3) and N, H, W >= 1"
         )
-    x = x.astype(np.float32)
-    if not np.isfinite(x).all():
-        raise DatasetUnavailable(f"npz dataset {str(path)!r}: X contains NaN or infinity")
-    if x.max() > 1:
-        x = x / 255.0
-    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
-        raise DatasetUnavailable(
-            f"npz dataset {str(path)!r}: y must be a 1-D integer array, got {y.dtype} {y.shape}"
-        )
-    classes, y = np.unique(y, return_inverse=True)
-    return Dataset(f"npz:{path.name}", x, y.astype(np.int64), tuple(str(c) for c in classes))
+    return x
+
+
+def npz_pixels(x: np.ndarray, where: str) -> np.ndarray:
+    """float32 pixels in [0, 1] by :data:`NPZ_PIXEL_RULE`; the error quotes min and max."""
+    if np.issubdtype(x.dtype, np.floating):
+        if not np.isfinite(x).all():
+            raise DatasetUnavailable(f"{where}: X contains NaN or infinity; {NPZ_PIXEL_RULE}")
+        low, high = float(x.min()), float(x.max())
+        if low < 0 or high > 1:
+            raise DatasetUnavailable(
+                f"{where}: float X has min {low:.4g} and max {high:.4g}; {NPZ_PIXEL_RULE} "
+                "(0..255 pixels stored as floats: cast them to uint8)"
+            )
+        return _to_float_images(x)
+    if np.issubdtype(x.dtype, np.integer) and not np.issubdtype(x.dtype, np.bool_):
+        low, high = int(x.min()), int(x.max())
+        if low < 0 or high > 255 or high <= 1:
+            raise DatasetUnavailable(
+                f"{where}: integer X has min {low} and max {high}; {NPZ_PIXEL_RULE} "
+                "(binary 0/1 images: store them as floats)"
+            )
+        return _to_float_images(x / 255.0)
+    raise DatasetUnavailable(f"{where}: X has dtype {x.dtype}; {NPZ_PIXEL_RULE}")
 
 
 def load_motionsense(data_home: Path | None = None, *, window_stride: int | None = None) -> Dataset:

@@ -29,6 +29,28 @@ def _atomic(path: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
+def check_writable_dir(path: Path) -> Path:
+    """Create directory ``path`` if needed and prove a file can be written in it.
+
+    Raises ValueError naming the path when it is an existing file or cannot be written (checked
+    by writing, since permission bits do not tell for root or read-only mounts).
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"output {str(path)!r} is an existing file; give a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(
+            f"output directory {str(path)!r} is not writable ({exc.strerror or exc}); "
+            "choose another --out"
+        ) from None
+    return path
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)

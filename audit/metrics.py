@@ -42,3 +42,23 @@ def phi_score(
     if den == 0.0:
         return PHI_MAX
     return min(PHI_MAX, num / den)
+
+
+#: Significance level of :func:`above_chance`.
+UTILITY_ALPHA = 0.01
+
+
+def above_chance(acc: float, *, n_test: int, chance: float, alpha: float = UTILITY_ALPHA) -> bool:
+    """Whether accuracy ``acc`` on ``n_test`` test records is above ``chance`` (1 / #classes).
+
+    One-sided exact binomial test: k = round(acc * n_test) correct answers, H0 accuracy = chance;
+    True when P(X >= k | n_test, chance) < ``alpha``. A NaN accuracy or test size is not above
+    chance. At n_test = 100 and chance 0.5 this needs 63 correct (0.63); at n_test = 60
+    (lfw-subset's D_test), 40 (0.667); at n_test = 540 and chance 0.1 (digits), 72 (0.133).
+    """
+    from scipy.stats import binomtest
+
+    if not (math.isfinite(acc) and math.isfinite(n_test) and n_test >= 1):
+        return False
+    k = round(acc * n_test)
+    return bool(binomtest(k, int(n_test), chance, alternative="greater").pvalue < alpha)

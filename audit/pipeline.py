@@ -128,6 +128,22 @@ def attack_set(data: CellData, cell: CellConfig) -> AttackData:
     return AttackData(x=x, y=y, is_member=is_member)
 
 
+def gen_labels(train_labels: torch.Tensor, n: int, *, seed: int) -> torch.Tensor:
+    """``n`` labels of D_gen with D_train's class shares (largest remainders), in seeded order.
+
+    Every class of D_train gets ``floor(n * share)`` labels plus one for the largest remainders,
+    so the counts are exact and do not vary with the seed; only the order is shuffled.
+    """
+    classes, counts = torch.unique(train_labels.cpu(), return_counts=True)
+    quota = counts.double() * n / counts.sum()
+    take = quota.floor().long()
+    for i in torch.argsort(-(quota - take))[: n - int(take.sum())]:
+        take[i] += 1
+    labels = torch.repeat_interleave(classes, take)
+    order = torch.randperm(n, generator=torch_generator(seed, Purpose.GENERATE, "labels"))
+    return labels[order]
+
+
 def generate(
     model: torch.nn.Module,
     labels: torch.Tensor,
@@ -246,8 +262,10 @@ def run_cell(
     loss_train = evaluate_vae_loss(model, data.train, beta=cell.profile.beta, seed=gap_seed)
     loss_test = evaluate_vae_loss(model, data.test, beta=cell.profile.beta, seed=gap_seed)
 
+    n_gen = cell.profile.gen_records or len(data.train[1])  # None: |D_train|, the old rule
+    labels = gen_labels(data.train[1], n_gen, seed=cell.seed)
     gen_x, gen_y = generate(
-        model, data.train[1], seed=cell.seed, method=family.generation, source=prepared.train
+        model, labels, seed=cell.seed, method=family.generation, source=prepared.train
     )
     fit, hold = holdout_split(
         len(gen_x),
@@ -306,6 +324,8 @@ def run_cell(
         "latent_dim": cell.profile.latent_dim,
         "n_train": len(data.train[0]),
         "n_attack": len(atk_data.is_member),
+        "n_test": len(data.test[0]),
+        "gen_records": len(gen_y),
         "attack_samples": cell.profile.attack_samples,
         "clip_norm": history.extra.get("clip_norm", math.nan),
         "wall_s": wall,

@@ -24,6 +24,13 @@ from matplotlib.lines import Line2D
 from audit import io
 from audit.config import MechanismName
 
+#: What the point labels of each mechanism's line are: z is the DP noise multiplier, not a latent.
+POINT_LABELS = {
+    "cdp": "noise multiplier z",
+    "cdp-termwise": "noise multiplier z",
+    "ldp": "εᵢ per pixel cell",
+    "vae-ldp": "noise bound σ",
+}
 EPSILON_LABEL = "privacy budget ε (log scale)"
 ACC_LABEL = "accuracy on the real test set (fraction)\nclassifier trained on generated data"
 MI_AP_LABEL = "attack MI AP (average precision;\nmembers positive, 0.5 = chance)"
@@ -92,8 +99,12 @@ def _err(
 
 
 def _draw_refs(ax: Axes, refs: Sequence[RefLine]) -> None:
-    """Horizontal lines, each with its value written at the panel's right end."""
-    for ref in refs:
+    """Horizontal lines, each with its value written at the panel's right end; values of lines
+    close together (within 4 % of the y range) go alternately above and below their line, so
+    that they do not print over each other."""
+    low, high = ax.get_ylim()
+    last_y, below = -math.inf, False
+    for ref in sorted(refs, key=lambda r: r.y if math.isfinite(r.y) else math.inf):
         if not math.isfinite(ref.y):
             continue
         ax.axhline(ref.y, linestyle=ref.linestyle, color=ref.color, linewidth=1.2, label=ref.label)
@@ -102,12 +113,16 @@ def _draw_refs(ax: Axes, refs: Sequence[RefLine]) -> None:
             ax.axhspan(ref.y - ref.half_width, ref.y + ref.half_width, color=ref.color, alpha=0.08)
             text += f" ± {ref.half_width:.3f}"
         if ref.show_value:
+            below = not below if ref.y - last_y < 0.04 * (high - low) else False
+            last_y = ref.y
             ax.annotate(
                 text,
                 xy=(0.99, ref.y),
                 xycoords=("axes fraction", "data"),
+                xytext=(0, -2 if below else 2),
+                textcoords="offset points",
                 ha="right",
-                va="bottom",
+                va="top" if below else "bottom",
                 fontsize=7,
                 color=ref.color,
             )
@@ -127,20 +142,52 @@ def _epsilon_panel(ax: Axes, points: pd.DataFrame, metric: str, refs: Sequence[R
             markersize=4,
             capsize=3,
             linewidth=1.5,
-            label=mech,
+            label=f"{mech} (labels: {POINT_LABELS[mech]})" if mech in POINT_LABELS else mech,
         )
-        for row in group.itertuples(index=False):
-            ax.annotate(
-                row.param_label,
-                (row.epsilon, getattr(row, metric)),
-                fontsize=7,
-                xytext=(5, 5),
-                textcoords="offset points",
-                color=mech_color(mech),
-            )
-    _draw_refs(ax, refs)
+        _label_points(ax, group, metric, mech_color(mech))
     ax.set_xscale("log")
+    _pad_log_x(ax, points["epsilon"])
+    if metric == "acc":
+        ax.set_ylim(0, 1.02)
+    _draw_refs(ax, refs)
     ax.set_xlabel(EPSILON_LABEL)
+
+
+def _label_points(ax: Axes, group: pd.DataFrame, metric: str, color: object) -> None:
+    """Parameter labels beside the points, alternately above and below along the line, and
+    left of the point for the largest epsilon, so neighbours and the frame do not collide."""
+    largest = group["epsilon"].max()
+    for i, row in enumerate(group.itertuples(index=False)):
+        left = row.epsilon == largest and len(group) > 1
+        up = i % 2 == 0
+        ax.annotate(
+            row.param_label,
+            (row.epsilon, getattr(row, metric)),
+            fontsize=7,
+            xytext=(-6 if left else 6, 6 if up else -6),
+            textcoords="offset points",
+            ha="right" if left else "left",
+            va="bottom" if up else "top",
+            color=color,
+        )
+
+
+def _pad_log_x(ax: Axes, epsilon: pd.Series) -> None:
+    """A log x range with a quarter decade of room each side, at least one decade wide, with
+    labelled ticks at powers of ten only (no crowded 2x10^0, 3x10^0 minor labels)."""
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    values = epsilon.astype(float)
+    values = values[np.isfinite(values) & (values > 0)]
+    if values.empty:
+        return
+    lo, hi = math.log10(values.min()), math.log10(values.max())
+    if hi - lo < 1:
+        mid = (lo + hi) / 2
+        lo, hi = mid - 0.5, mid + 0.5
+    ax.set_xlim(10 ** (lo - 0.25), 10 ** (hi + 0.25))
+    ax.xaxis.set_major_locator(LogLocator(base=10))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _legend_outside(fig: Figure, ax: Axes) -> None:
@@ -158,7 +205,6 @@ def accuracy_vs_epsilon(points: pd.DataFrame, refs: Sequence[RefLine], *, title:
         ax = fig.subplots()
         _epsilon_panel(ax, points, "acc", refs)
         ax.set_ylabel(ACC_LABEL)
-        ax.set_ylim(0, 1.02)
         ax.set_title(title)
         _legend_outside(fig, ax)
     return fig
@@ -226,7 +272,7 @@ def phi_bars(points: pd.DataFrame, *, title: str) -> Figure:
             )
             ax.set_xticks(np.arange(len(labels)), labels, rotation=30, ha="right")
             ax.set_title(mech)
-            ax.set_xlabel("parameter (more noise →)")
+            ax.set_xlabel("parameter: z noise multiplier, εᵢ, σ (more noise →)")
             ax.set_ylim(0, 2.05)
         axes[0].set_ylabel(PHI_LABEL)
         fig.suptitle(title)

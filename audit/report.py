@@ -16,6 +16,7 @@ Every number is the mean over seeds with the half-width of its 95 % Student-t in
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -270,10 +271,34 @@ def _skip(skipped: list[str], message: str) -> None:
     skipped.append(message)
 
 
+def utility_note(frame: pd.DataFrame) -> str | None:
+    """Why the accuracy axis of one dataset and profile measures nothing, or None where it does:
+    some row's non-private baseline is not above chance (``utility_valid``, a one-sided exact
+    binomial test at 1 % on the test-set size; :func:`audit.metrics.above_chance`)."""
+    if "utility_valid" not in frame or frame["utility_valid"].astype(bool).all():
+        return None  # valid, or a runs.csv from before the flag: nothing to judge by
+    base = frame[frame["mech"] == NONE]
+    n_test = base["n_test"].iloc[0] if "n_test" in base and not base.empty else math.nan
+    acc = base["acc"].mean() if not base.empty else math.nan
+    return (
+        f"the non-private baseline's accuracy ({acc:.3f}) is not above chance "
+        f"({frame['acc_base'].mean():.3f}) by a one-sided exact binomial test at 1 % on "
+        f"{n_test:g} test records (or the baseline or its n_test is missing), so the accuracy "
+        "axis measures nothing here: φ and the sweet spots are not computed. Raise "
+        "--gen-records or --epochs"
+    )
+
+
 def summary_figures(
-    settings: pd.DataFrame, distances: pd.DataFrame, *, name: str, skipped: list[str]
+    settings: pd.DataFrame,
+    distances: pd.DataFrame,
+    *,
+    name: str,
+    skipped: list[str],
+    no_utility: str | None = None,
 ) -> list[tuple[str, Figure]]:
-    """Accuracy vs epsilon, MI AP vs epsilon and phi of one dataset and profile."""
+    """Accuracy vs epsilon, MI AP vs epsilon and phi of one dataset and profile; ``no_utility``
+    (:func:`utility_note`) says why there is no phi figure."""
     figures: list[tuple[str, Figure]] = []
     acc_points = _plottable(settings, "accuracy vs epsilon", skipped)
     mi_points = _plottable(distances, "MI AP vs epsilon", skipped)
@@ -301,7 +326,9 @@ def summary_figures(
         )
     )
     phi_points = distances[(distances["mech"] != NONE) & distances["phi"].notna()]
-    if phi_points.empty:
+    if no_utility is not None:
+        _skip(skipped, f"{name}: phi figure skipped: {no_utility}")
+    elif phi_points.empty:
         _skip(
             skipped,
             f"{name}: phi is undefined for every private run (no baseline?); phi figure skipped",
@@ -500,7 +527,7 @@ def sweet_spot_table(spots: pd.DataFrame) -> str:
                 [
                     f"{r['limit']:g}",
                     r["mech"],
-                    "none qualifies",
+                    "no setting qualifies",
                     "–",
                     f"weakest: {power} at {r['param_label']}",
                     "–",
@@ -540,6 +567,9 @@ def render_markdown(
             f"## {name}",
             "### Results",
             table,
+            "`utility_valid` (runs.csv): the row's non-private baseline classifies above chance "
+            "by a one-sided exact binomial test at 1 % on the test-set size; φ is left empty "
+            "where it does not.",
             "### Sweet spots",
             "For each MI AP limit, the setting of each mechanism with the best accuracy whose "
             "attack power (the largest MI AP over the distances, mean over seeds) is at most "
@@ -579,12 +609,17 @@ def write_report(
     if bad or not limits:
         raise ValueError(f"MI AP limits must lie in (0, 1], got {list(limits)}")
     frame = load_runs(run_dir)
-    out = Path(out_dir) if out_dir is not None else Path(run_dir) / REPORT_DIR
+    out = io.check_writable_dir(
+        Path(out_dir) if out_dir is not None else Path(run_dir) / REPORT_DIR
+    )
     report = Report(out_dir=out, markdown=out / REPORT_MD)
     sections = []
     for name, stem_prefix, group in _sections(frame, Path(run_dir)):
         settings, distances = setting_summary(group), distance_summary(group)
-        figures = summary_figures(settings, distances, name=name, skipped=report.skipped)
+        no_utility = utility_note(group)
+        figures = summary_figures(
+            settings, distances, name=name, skipped=report.skipped, no_utility=no_utility
+        )
         figures += curve_figures(run_dir, group, name=name, skipped=report.skipped)
         if images:
             figures += grid_figures(
@@ -598,7 +633,9 @@ def write_report(
             (
                 name,
                 main_table(settings, distances),
-                sweet_spot_table(sweet_spots(settings, limits)),
+                f"**Not computed:** {no_utility}."
+                if no_utility
+                else sweet_spot_table(sweet_spots(settings, limits)),
                 paths,
             )
         )

@@ -40,6 +40,13 @@ from models.training import Pair
 log = logging.getLogger(__name__)
 
 N_RECORDS = 4  # members and non-members per reconstruction grid
+#: What a row label's symbol means, so that z (the DP noise multiplier) is not read as the latent.
+NOISE_NOTE = {
+    "cdp": "rows: DP-Adam noise multiplier z",
+    "cdp-termwise": "rows: DP-Adam noise multiplier z",
+    "ldp": "rows: pixelization εᵢ",
+    "vae-ldp": "rows: perturbation noise bound σ",
+}
 #: What a stale, foreign or damaged cell raises while it is loaded for the grids.
 CELL_ERRORS = (ValueError, KeyError, TypeError, OSError, RuntimeError, pickle.UnpicklingError)
 NONE = MechanismName.NONE.value
@@ -245,17 +252,18 @@ def _mech_grids(
     titles = [f"{kind} {kinds[: i + 1].count(kind)}" for i, kind in enumerate(kinds)]
     recon = [("original", x.numpy())] + [(c.label, _reconstruct(c.model, x, y)) for c in cells]
     if dataset.modality is Modality.IMAGE:
-        labels = torch.arange(2 * N_RECORDS) % dataset.num_classes
+        classes = torch.arange(dataset.num_classes)
     else:  # class-latent sampling needs a D_train record of each class drawn
-        present = torch.unique(cells[0].train[1])
-        labels = present[torch.arange(2 * N_RECORDS) % len(present)]
+        classes = torch.unique(cells[0].train[1])
+    labels = classes[torch.arange(max(2 * N_RECORDS, len(classes))) % len(classes)]  # all classes
     samples = [(c.label, _sample(c, labels, seed, dataset.modality)) for c in cells]
     about = f"{name}: {mech}, seed {seed}"
+    note = f"; {NOISE_NOTE[mech]}" if mech in NOISE_NOTE else ""
     draw = image_grid if dataset.modality is Modality.IMAGE else series_grid
     how = (
-        "z ~ N(0, I) with the label"
+        "latent code ~ N(0, I) with the label"
         if dataset.modality is Modality.IMAGE
-        else "z ~ q(z|x) of a real D_train record of the class"
+        else "latent code ~ q(·|x) of a real D_train record of the class"
     )
     return [
         (
@@ -263,7 +271,7 @@ def _mech_grids(
             draw(
                 recon,
                 column_titles=titles,
-                title=f"{about}: reconstructions decode(μ) of members and non-members",
+                title=f"{about}: reconstructions decode(μ) of members and non-members{note}",
             ),
         ),
         (
@@ -271,7 +279,7 @@ def _mech_grids(
             draw(
                 samples,
                 column_titles=[dataset.class_names[i] for i in labels.tolist()],
-                title=f"{about}: generated samples per noise level ({how})",
+                title=f"{about}: generated samples per noise level ({how}){note}",
             ),
         ),
     ]

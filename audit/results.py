@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from audit import io
-from audit.metrics import phi_score
+from audit.metrics import above_chance, phi_score
 from audit.rows import COLUMNS
 
 log = logging.getLogger(__name__)
@@ -321,7 +321,10 @@ def collect_rows(out: Path) -> pd.DataFrame:
     frame = _restore_floats(pd.DataFrame(rows))
     if frame.empty:
         return pd.DataFrame(columns=[*COLUMNS, "run_hash", "setting_hash"])
-    frame["phi"] = [_phi(frame, row) for row in frame.itertuples(index=False)]
+    frame["utility_valid"] = [_utility_valid(frame, row) for row in frame.itertuples(index=False)]
+    frame["phi"] = [
+        _phi(frame, row) if row.utility_valid else math.nan for row in frame.itertuples(index=False)
+    ]
     ordered = [c for c in COLUMNS if c in frame] + [c for c in frame if c not in COLUMNS]
     return frame[ordered].sort_values(SORT_KEYS, na_position="first").reset_index(drop=True)
 
@@ -342,6 +345,20 @@ def _restore_floats(frame: pd.DataFrame) -> pd.DataFrame:
             frame[column] = values.map(lambda v: NON_FINITE.get(v, v) if isinstance(v, str) else v)
             frame[column] = pd.to_numeric(frame[column])
     return frame
+
+
+def _baseline(frame: pd.DataFrame, row: Any) -> pd.DataFrame:
+    return frame[(frame.config_hash == row.baseline_hash) & (frame.distance == row.distance)]
+
+
+def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
+    """Whether the row's non-private baseline classifies above chance (:func:`above_chance`):
+    only then does its accuracy axis (acc, phi, sweet spots) measure anything."""
+    base = _baseline(frame, row)
+    if base.empty or "n_test" not in frame:
+        return False
+    b = base.iloc[0]
+    return above_chance(float(b.acc), n_test=float(b.n_test), chance=float(b.acc_base))
 
 
 def _phi(frame: pd.DataFrame, row: Any) -> float:

@@ -18,8 +18,8 @@ import torch
 
 from audit import io, results
 from audit.config import CellConfig, MechanismName, SweepConfig
-from audit.datasets import Dataset, dataset_modality, load_dataset, stratified_split
-from audit.mechanisms import CellData, Context, Mechanism, get_mechanism
+from audit.datasets import Dataset, Split, dataset_modality, load_dataset, stratified_split
+from audit.mechanisms import CellData, Context, Mechanism, available_mechanisms, get_mechanism
 from audit.pipeline import (
     cell_data,
     classifier_accuracy,
@@ -68,9 +68,14 @@ def _version(package: str) -> str:
         return "unknown"
 
 
-def run_metadata(cell: CellConfig, device: str, version: str) -> dict[str, Any]:
+def run_metadata(
+    cell: CellConfig, device: str, version: str, command: str | None = None
+) -> dict[str, Any]:
+    """The cell's provenance; ``command`` is the sweep command line (what ``check --calibrate``
+    names as the source of thresholds)."""
     packages = ("torch", "opacus", "numpy", "scikit-learn", "scikit-image", "pandas")
     return {
+        "command": command,
         "seed": cell.seed,
         "device": device,
         "code_version": version,
@@ -92,6 +97,7 @@ def build_cells(
     the loaded data's :attr:`Dataset.content_hash`, goes into every cell's options (and hash),
     so changed data never reuses a cell; None only to validate the cells before loading.
     """
+    check_options_apply(config)
     data = () if data_sha256 is None else (("data_sha256", data_sha256),)
     options = dict(config.mech_options)
     pairs: list[tuple[CellConfig, CellConfig]] = []
@@ -124,6 +130,73 @@ def build_cells(
                 )
                 pairs.append((cell, base))
     return pairs
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_options_apply(config: SweepConfig) -> None:
+    """Refuse options no selected mechanism reads, and a ``--grid`` that is ambiguous.
+
+    One ``--grid`` gives one list of values; with private mechanisms of different parameters it
+    would set z, eps_i and sigma alike, so all selected private mechanisms must share one
+    parameter (cdp and cdp-termwise share the noise multiplier z); and no ``--target-epsilon``,
+    which replaces the grid.
+    """
+    private = [m for m in config.mechs if m is not MechanismName.NONE]
+    names = ", ".join(m.value for m in private) or "none"
+    for key, _ in config.mech_options:
+        readers = [m for m in private if key in get_mechanism(m).option_names]
+        if not readers:
+            owners = [
+                m.value for m in available_mechanisms() if key in get_mechanism(m).option_names
+            ]
+            raise ValueError(
+                f"{_flag(key)} does not apply to --mech {names} (it is read by "
+                f"{', '.join(owners)}); drop it or add a mechanism that reads it"
+            )
+    if config.grid is None:
+        return
+    if not private:
+        raise ValueError(
+            "--grid does not apply to --mech none (the non-private baseline has no parameter); "
+            "drop --grid or add a private mechanism"
+        )
+    if len({get_mechanism(m).param_name for m in private}) > 1:
+        params = ", ".join(f"{m.value}: {get_mechanism(m).param_name}" for m in private)
+        raise ValueError(
+            f"--grid gives one list of values but --mech selects {len(private)} private "
+            f"mechanisms with different parameters ({params}); run mechanisms of different "
+            "parameters with a --grid each"
+        )
+    if dict(config.mech_options).get("target_epsilon") is not None:
+        raise ValueError(
+            "--target-epsilon replaces the grid with one calibrated noise multiplier; "
+            "give either --target-epsilon or --grid, not both"
+        )
+
+
+def validate_against_data(config: SweepConfig, dataset: Dataset, splits: dict[int, Split]) -> None:
+    """Check every selected mechanism's options against the loaded data, before any cell.
+
+    |D_train| is the smallest over the seeds after the ``max_train`` cap (what a cell trains on).
+    """
+    cap = config.profile.max_train
+    n_train = min(len(s.train) if cap is None else min(cap, len(s.train)) for s in splits.values())
+    options = dict(config.mech_options)
+    for name in config.mechs:
+        if name is MechanismName.NONE:
+            continue
+        mech = get_mechanism(name)
+        mine = {k: v for k, v in options.items() if k in mech.option_names}
+        mech.validate_for_data(
+            mine,
+            record_shape=dataset.shape,
+            n_train=n_train,
+            epochs=config.profile.epochs,
+            batch_size=config.profile.batch_size,
+        )
 
 
 def _grid(mech: Mechanism, config: SweepConfig, options: dict[str, Any]) -> list[tuple[str, float]]:
@@ -169,25 +242,38 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress) -> SweepResult:
+def run_sweep(
+    config: SweepConfig,
+    *,
+    progress: ProgressFactory = null_progress,
+    command: str | None = None,
+) -> SweepResult:
     """Run (or resume) every cell of ``config``; ``runs.csv`` is rebuilt after each cell.
 
     Refused before any work where ``config.out`` holds another run configuration
     (:func:`audit.results.claim_run`). Each cell is computed under its lock, so a concurrent
-    sweep into the same directory waits for it and then reuses it.
+    sweep into the same directory waits for it and then reuses it. ``command``: the command line
+    that started the sweep, recorded in each new cell's metadata.
     """
     build_cells(config)  # validates mechanisms and grid values before loading any data
     dataset = load_dataset(  # fails before any write
         config.dataset, data_home=config.data_home, window_stride=config.window_stride
     )
     pairs = build_cells(config, data_sha256=dataset.content_hash)
-    out = Path(config.out)
-    ctx = Context(device=config.device, progress=progress)
-    version = code_version()
     splits = {
-        s: stratified_split(dataset.y, fractions=dataset.split_fractions, seed=s)
+        s: stratified_split(
+            dataset.y,
+            fractions=dataset.split_fractions,
+            seed=s,
+            class_names=dataset.class_names,
+        )
         for s in config.seeds
     }
+    validate_against_data(config, dataset, splits)
+    out = Path(config.out)
+    io.check_writable_dir(out)
+    ctx = Context(device=config.device, progress=progress)
+    version = code_version()
     ran = reused = 0
     with results.sweep_session(out):  # from here on, no other sweep cleans temporary files
         results.claim_run(out, [cell.canonical() for cell, _ in pairs])  # or refuse
@@ -202,7 +288,15 @@ def run_sweep(config: SweepConfig, *, progress: ProgressFactory = null_progress)
                     else:
                         data = cell_data(dataset, splits[cell.seed], cell)
                         acc_real = _acc_real(out, dataset, data, cell, ctx)
-                        _compute(out, (cell, base), data, acc_real, ctx=ctx, version=version)
+                        _compute(
+                            out,
+                            (cell, base),
+                            data,
+                            acc_real,
+                            ctx=ctx,
+                            version=version,
+                            command=command,
+                        )
                         ran += 1
             results.write_csv(out)
             bar.update(1)
@@ -219,6 +313,7 @@ def _compute(
     *,
     ctx: Context,
     version: str,
+    command: str | None,
 ) -> None:
     """Run one cell (``pair``: it and its baseline) and save it under ``out/cells``."""
     cell, base = pair
@@ -233,7 +328,7 @@ def _compute(
     outcome = run_cell(cell, data, ctx, acc_real=acc_real, code_version=version)
     for row in outcome.rows:
         row["baseline_hash"] = base.config_hash
-    meta = run_metadata(cell, ctx.device, version)
+    meta = run_metadata(cell, ctx.device, version, command)
     save_outcome(out / CELLS_DIR / cell.config_hash, cell, outcome, meta)
 
 

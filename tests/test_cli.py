@@ -146,3 +146,77 @@ def test_series_datasets_get_their_own_quick_epochs():
     assert given.profile.epochs == 7  # an explicit --epochs still wins
     standard = _cells(["--dataset", "basicmotions", "--mech", "none"])[0][0]
     assert standard.profile == PROFILES[ProfileName.STANDARD]
+
+
+QUICK_DIGITS = ["--dataset", "digits", "--profile", "quick"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # options checked against the data before any cell (issue 13, item 4)
+        (["--mech", "cdp", "--batch-size", "60"], "--batch-size 60 exceeds |D_train| = 50"),
+        (["--mech", "ldp", "--pixel-cell", "3"], "pixel cell b=3 does not tile the 8x8"),
+        (["--mech", "ldp", "--ldp-setting", "some"], "unknown ldp setting 'some'"),
+        (["--mech", "vae-ldp", "--perturbation-data", "x"], "unknown perturbation data 'x'"),
+        # options that do not apply are refused, not ignored
+        (["--mech", "ldp", "--target-epsilon", "5"], "--target-epsilon does not apply to --mech"),
+        (["--mech", "ldp", "--clip-norm", "1"], "--clip-norm does not apply to --mech ldp"),
+        (["--mech", "none", "--grid", "1"], "--grid does not apply to --mech none"),
+        (["--mech", "cdp", "--grid", "1", "--target-epsilon", "5"], "either --target-epsilon"),
+        (["--mech", "cdp", "ldp", "--grid", "1"], "cdp: noise_multiplier, ldp: eps_i"),
+        (["--mech", "all", "--grid", "1"], "with a --grid each"),
+        # item 9: no prefix matching, device names validated
+        (["--epoch", "3"], "unrecognized arguments: --epoch"),
+        (["--device", "cuda:banana"], "unknown device 'cuda:banana'"),
+        (["--device", "cuda:-1"], "unknown device 'cuda:-1'"),
+    ],
+)
+def test_bad_options_stop_before_any_work(argv, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = benchmark.main([*QUICK_DIGITS, *argv, "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("error:") and message in err and "\n" not in err, err
+    assert not out.exists()
+
+
+def test_unusable_out_is_refused_before_training(tmp_path, capsys):
+    a_file = tmp_path / "runs.csv"
+    a_file.write_text("precious\n")
+    for out in (a_file, a_file / "sub"):
+        code = benchmark.main([*QUICK_DIGITS, "--out", str(out), "--no-progress"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and err.startswith("error:") and str(a_file) in err, err
+        assert "\n" not in err
+    assert a_file.read_text() == "precious\n"
+
+
+def test_report_out_that_is_a_file_is_one_line(tmp_path, capsys):
+    from tests.audit.test_report import synthetic_runs, write_runs
+
+    run_dir = tmp_path / "run"
+    write_runs(run_dir, synthetic_runs())
+    a_file = tmp_path / "report.md"
+    a_file.write_text("x")
+    code = benchmark.main(["report", str(run_dir), "--out", str(a_file), "--no-images"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "is an existing file" in err and "\n" not in err, err
+
+
+def test_help_shows_no_meaningless_defaults():
+    text = benchmark.build_run_parser().format_help()
+    flat = " ".join(text.split())
+    assert "(default: True)" not in flat and "(default: False)" not in flat
+    assert "(default: 0)" not in flat  # -v is a counter
+    assert "the default) (default" not in flat
+    assert "(default: lfw-subset)" in flat  # real defaults are still shown
+
+
+@pytest.mark.parametrize("sub", ["report", "check"])
+def test_subcommands_refuse_abbreviations(sub, tmp_path, capsys):
+    flag = "--form" if sub == "report" else "--thresh"
+    code = benchmark.main([sub, str(tmp_path), flag, "x"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "unrecognized arguments" in err or "is required" in err, err

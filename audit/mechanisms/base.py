@@ -83,6 +83,20 @@ class Mechanism(ABC):
         """Check the mechanism's options before any cell runs (the default accepts all)."""
         return None
 
+    def validate_for_data(
+        self,
+        options: Mapping[str, Any],
+        *,
+        record_shape: tuple[int, ...],
+        n_train: int,
+        epochs: int,
+        batch_size: int,
+    ) -> None:
+        """Check the options against the loaded data before any cell runs: ``record_shape`` is one
+        record's (C, H, W) or (T, F), ``n_train`` |D_train| after the ``max_train`` cap (the
+        smallest over the seeds). The default accepts all."""
+        return None
+
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
         """Training and validation data for the target VAE (identity unless local DP)."""
         return Prepared(train=data.train, val=data.val)

@@ -18,7 +18,7 @@ from audit.config import CellConfig, MechanismName
 from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, vae_settings
 from audit.privacy.cdp import cdp_claim, dp_sgd_steps, noise_multiplier_for_epsilon
 from audit.privacy.claim import Conversion, PrivacyClaim
-from audit.privacy.validation import check_delta, check_positive, parse_choice
+from audit.privacy.validation import check_batch, check_delta, check_positive, parse_choice
 from audit.seeding import Purpose, derive_seed
 from models.dp_training import (
     DEFAULT_CLIP_NORM,
@@ -92,6 +92,23 @@ class CentralDP(Mechanism):
         if options.get("delta") is not None:
             check_delta(options["delta"])
         parse_choice(Conversion, options.get("conversion", Conversion.IMPROVED), "conversion")
+
+    def validate_for_data(
+        self,
+        options: Mapping[str, Any],
+        *,
+        record_shape: tuple[int, ...],
+        n_train: int,
+        epochs: int,
+        batch_size: int,
+    ) -> None:
+        """Poisson sampling needs B <= |D_train| (after the ``max_train`` cap)."""
+        if batch_size > n_train:
+            raise ValueError(
+                f"{self.name.value}: --batch-size {batch_size} exceeds |D_train| = {n_train} "
+                f"(after the max-train cap); choose a batch size of at most {n_train}"
+            )
+        check_batch(n_train=n_train, batch_size=batch_size, epochs=epochs)
 
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
         self.validate_options(dict(cell.options), batch_size=cell.profile.batch_size)

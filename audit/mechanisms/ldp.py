@@ -9,8 +9,10 @@ scored on the real D_test and the attack uses unperturbed records (see audit.pip
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from audit.config import CellConfig, MechanismName, parse_enum
 from audit.datasets import Modality, record_modality
@@ -53,7 +55,11 @@ IMAGE_OPTIONS = ("pixel_cell", "neighborhood")
 
 
 def ldp_setting(cell: CellConfig) -> LdpSetting:
-    return parse_enum(LdpSetting, cell.option("ldp_setting", LdpSetting.FULL.value), "ldp setting")
+    return _ldp_setting(dict(cell.options))
+
+
+def _ldp_setting(options: Mapping[str, Any]) -> LdpSetting:
+    return parse_enum(LdpSetting, options.get("ldp_setting", LdpSetting.FULL.value), "ldp setting")
 
 
 def default_neighborhood(height: int, width: int) -> int:
@@ -72,20 +78,25 @@ def pixelization_options(cell: CellConfig, shape: tuple[int, ...]) -> Pixelizati
 
     Raises a ValueError quoting the bad value (and, for b, the valid cell sizes) before any work.
     """
+    return options_for_images(dict(cell.options), shape)
+
+
+def options_for_images(options: Mapping[str, Any], shape: tuple[int, ...]) -> PixelizationOptions:
+    """:func:`pixelization_options` of an options mapping (checked before any cell runs)."""
     if len(shape) != 3:
         raise ValueError(
             f"ldp: pixelization needs image records (C, H, W), got record shape {tuple(shape)}"
         )
     _, height, width = shape
-    setting = ldp_setting(cell)
-    b = _int_option("pixel cell b", cell.option("pixel_cell", 1))
+    setting = _ldp_setting(options)
+    b = _int_option("pixel cell b", options.get("pixel_cell", 1))
     if height % b or width % b:
         valid = ", ".join(map(str, valid_cell_sizes(height, width)))
         raise ValueError(
             f"ldp: pixel cell b={b} does not tile the {height}x{width} images of this dataset "
             f"(b must divide both sides); valid b: {valid}"
         )
-    m = cell.option("neighborhood")
+    m = options.get("neighborhood")
     m = default_neighborhood(height, width) if m is None else _int_option("neighborhood m", m)
     if m > height * width:
         raise ValueError(
@@ -95,9 +106,10 @@ def pixelization_options(cell: CellConfig, shape: tuple[int, ...]) -> Pixelizati
     return PixelizationOptions(setting=setting, cell=b, neighborhood=m)
 
 
-def check_series_options(cell: CellConfig) -> None:
+def check_series_options(cell: CellConfig | Mapping[str, Any]) -> None:
     """Refuse image-only options on a series cell; the ValueError names them."""
-    given = [name for name in IMAGE_OPTIONS if cell.option(name) is not None]
+    options = cell if isinstance(cell, Mapping) else dict(cell.options)
+    given = [name for name in IMAGE_OPTIONS if options.get(name) is not None]
     if given:
         raise ValueError(
             f"ldp: {', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to images only; "
@@ -127,6 +139,22 @@ class LocalDP(Mechanism):
     param_name = "eps_i"
     default_grid = DEFAULT_GRIDS[Modality.IMAGE]
     option_names = ("pixel_cell", "neighborhood", "ldp_setting")
+
+    def validate_for_data(
+        self,
+        options: Mapping[str, Any],
+        *,
+        record_shape: tuple[int, ...],
+        n_train: int,
+        epochs: int,
+        batch_size: int,
+    ) -> None:
+        """The setting, and b and m against the images' size (or no image options on series)."""
+        if record_modality(record_shape) is Modality.SERIES:
+            check_series_options(options)
+            _ldp_setting(options)
+        else:
+            options_for_images(options, record_shape)
 
     def default_grid_for(self, modality: Modality) -> tuple[float, ...]:
         """Paper 003's eps_i grid for records of ``modality``."""

@@ -14,8 +14,10 @@ Which data the perturbation model learns from (option ``perturbation_data``):
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from enum import Enum
+from typing import Any
 
 import torch
 
@@ -51,12 +53,15 @@ RELEASE = {
 }
 
 
-def vae_ldp_options(cell: CellConfig) -> tuple[PerturbationData, ReleaseNoise]:
+def vae_ldp_options(
+    cell: CellConfig | Mapping[str, Any],
+) -> tuple[PerturbationData, ReleaseNoise]:
     """The cell's (perturbation_data, release_noise), validated with the allowed values."""
+    options = cell if isinstance(cell, Mapping) else dict(cell.options)
     data = parse_enum(
-        PerturbationData, cell.option("perturbation_data", "val"), "perturbation data"
+        PerturbationData, options.get("perturbation_data", "val"), "perturbation data"
     )
-    noise = parse_enum(ReleaseNoise, cell.option("release_noise", "sigma"), "release noise")
+    noise = parse_enum(ReleaseNoise, options.get("release_noise", "sigma"), "release noise")
     return data, noise
 
 
@@ -83,6 +88,9 @@ class VaeLdp(Mechanism):
     param_name = "sigma"
     default_grid = (0.1, 1.0, 10.0, 100.0, 1000.0)
     option_names = ("perturbation_data", "release_noise")
+
+    def validate_options(self, options: Mapping[str, Any], *, batch_size: int) -> None:
+        vae_ldp_options(options)
 
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
         source, release = vae_ldp_options(cell)

@@ -67,6 +67,7 @@ def add_epsilon_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the ``epsilon`` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser(
         "epsilon",
+        allow_abbrev=False,
         help="compute a mechanism's epsilon (or the noise multiplier for a target epsilon)",
         description="Privacy accounting on demand. Prints how the number was computed; the last "
         "line is the bare number (epsilon, or the noise multiplier with --target-epsilon).",
@@ -229,7 +230,9 @@ def _run_cdp(ns: argparse.Namespace, mech: EpsilonMech) -> tuple[list[str], floa
             "accounting": check_run_accounting(
                 ns.termwise_accounting or TermwiseAccounting.STACKED.value
             ),
-            "partition_sensitivity": ns.partition_sensitivity or PARTITION_SENSITIVITY_SHARED,
+            "partition_sensitivity": PARTITION_SENSITIVITY_SHARED
+            if ns.partition_sensitivity is None
+            else ns.partition_sensitivity,
         }
     z = ns.noise_multiplier
     if ns.target_epsilon is not None:

@@ -83,9 +83,9 @@ def _save_npz(path: Path, **arrays) -> str:
 
 
 def test_npz_channels_last_uint8(tmp_path: Path):
-    x = np.random.default_rng(0).integers(0, 256, size=(12, 16, 16, 3), dtype=np.uint8)
-    ds = load_dataset(_save_npz(tmp_path / "d.npz", X=x, y=np.arange(12) % 3))
-    assert ds.x.shape == (12, 3, 16, 16) and ds.x.max() <= 1.0 and ds.num_classes == 3
+    x = np.random.default_rng(0).integers(0, 256, size=(30, 16, 16, 3), dtype=np.uint8)
+    ds = load_dataset(_save_npz(tmp_path / "d.npz", X=x, y=np.arange(30) % 3))
+    assert ds.x.shape == (30, 3, 16, 16) and ds.x.max() <= 1.0 and ds.num_classes == 3
 
 
 @pytest.mark.parametrize(
@@ -119,3 +119,63 @@ def test_content_hash_covers_values_dtype_shape_and_labels():
     assert Dataset("a", x, y[::-1].copy(), ("p", "q")).content_hash != ref
     assert Dataset("a", x.reshape(4, 1, 1, 4), y, ("p", "q")).content_hash != ref
     assert content_hash(x.astype(np.float64), y) != content_hash(x, y)
+
+
+def _images(n: int = 20, **kw) -> np.ndarray:
+    return np.random.default_rng(0).uniform(0, 1, size=(n, 8, 8)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [  # issue 13, item 5: each refused with one line naming the file and what is allowed
+        ({"X": _images(), "y": np.full(20, 3)}, "holds 1 class(es) ('3')"),
+        ({"X": _images() * 1.5, "y": np.arange(20) % 2}, "float X has min 0.0"),
+        ({"X": _images() * 255, "y": np.arange(20) % 2}, "cast them to uint8"),
+        ({"X": np.full((20, 8, 8), 300), "y": np.arange(20) % 2}, "max 300"),
+        ({"X": np.full((20, 8, 8), -1.0), "y": np.arange(20) % 2}, "min -1"),
+        ({"X": np.arange(20 * 64).reshape(20, 8, 8) % 2, "y": np.arange(20) % 2}, "binary"),
+        ({"X": np.full((20, 8, 8), np.inf), "y": np.arange(20) % 2}, "NaN or infinity"),
+        ({"X": _images(), "y": np.array([0] * 17 + [1] * 3)}, "class '1' has 3 record(s)"),
+        ({"X": _images(), "y": np.arange(20) % 2 + 0.0}, "y must be a 1-D integer array"),
+        ({"X": _images(), "y": (np.arange(20) % 2)[:, None]}, "y must be a 1-D integer array"),
+        ({"X": _images(), "y": np.arange(19) % 2}, "X holds 20 records but y 19"),
+        ({"X": np.zeros((20, 8)), "y": np.arange(20) % 2}, "allowed: (N, H, W)"),
+        ({"X": np.zeros((20, 8, 8), bool), "y": np.arange(20) % 2}, "dtype bool"),
+    ],
+)
+def test_npz_inputs_that_would_be_misread_are_refused(tmp_path: Path, arrays, message):
+    path = tmp_path / "user.npz"
+    with pytest.raises(DatasetUnavailable) as info:
+        load_dataset(_save_npz(path, **arrays))
+    text = str(info.value)
+    assert str(path) in text and message in text and "\n" not in text, text
+
+
+def test_npz_pixel_rule_accepts_floats_in_0_1_and_integers_up_to_255(tmp_path: Path):
+    y = np.arange(20) % 2
+    floats = load_dataset(_save_npz(tmp_path / "f.npz", X=_images(), y=y))
+    assert np.allclose(floats.x[:, 0], _images())  # taken as they are
+    ints = load_dataset(_save_npz(tmp_path / "i.npz", X=np.full((20, 8, 8), 255, np.int64), y=y))
+    assert ints.x.max() == 1.0
+
+
+def test_a_text_file_named_npz_is_one_line(tmp_path: Path):
+    path = tmp_path / "data.npz"
+    path.write_text("X,y\n1,2\n")
+    with pytest.raises(DatasetUnavailable, match="not a readable .npz archive") as info:
+        load_dataset(f"npz:{path}")
+    assert str(path) in str(info.value) and "pickle" not in str(info.value)
+
+
+@pytest.mark.parametrize(("fractions", "need"), [((0.5, 0.2, 0.3), 4), ((0.1, 0.1, 0.8), 10)])
+def test_the_stated_minimum_per_class_is_enough_for_the_split(fractions, need):
+    from audit.datasets import min_records_per_class, stratified_split
+
+    assert min_records_per_class(fractions) == need
+    for big in (40, 200):
+        for seed in range(10):  # sklearn accepts every split at the minimum
+            stratified_split(np.array([0] * big + [1] * need), fractions=fractions, seed=seed)
+    with pytest.raises(ValueError, match=f"class 1 has {need - 1} record"):
+        stratified_split(np.array([0] * 40 + [1] * (need - 1)), fractions=fractions, seed=0)
+    with pytest.raises(ValueError, match="records are too few for 2 classes"):
+        stratified_split(np.array([0, 1] * 4), fractions=fractions, seed=0)

@@ -31,3 +31,24 @@ def test_phi_two_when_privacy_comes_for_free():
 
 def test_phi_nan_propagates():
     assert math.isnan(phi_score(atk_orig=math.nan, atk=0.6, acc_orig=0.8, acc=0.7, acc_base=0.1))
+
+
+@pytest.mark.parametrize(
+    ("correct", "n", "chance", "valid"),
+    [  # smallest counts with P(X >= k | n, chance) < 0.01 (scipy.stats.binom.sf(k - 1, n, p))
+        (62, 100, 0.5, False),
+        (63, 100, 0.5, True),
+        (39, 60, 0.5, False),  # lfw-subset's D_test: 0.65 is not enough
+        (40, 60, 0.5, True),
+        (71, 540, 0.1, False),  # digits' D_test
+        (72, 540, 0.1, True),
+    ],
+)
+def test_above_chance_is_a_one_sided_binomial_test_at_1pct(correct, n, chance, valid):
+    from scipy.stats import binom
+
+    from audit.metrics import above_chance
+
+    assert above_chance(correct / n, n_test=n, chance=chance) is valid
+    assert bool(binom.sf(correct - 1, n, chance) < 0.01) is valid
+    assert above_chance(math.nan, n_test=n, chance=chance) is False

@@ -185,7 +185,7 @@ def test_sweet_spot_table_in_the_markdown(reported):
     assert len(lines) == 12
     for limit, per_mech in EXPECTED_SPOTS.items():
         for mech, label in per_mech.items():
-            want = label if label is not None else "none qualifies"
+            want = label if label is not None else "no setting qualifies"
             assert any(line.startswith(f"| {limit:g} | {mech} | {want} |") for line in lines), (
                 limit,
                 mech,
@@ -297,3 +297,40 @@ def test_bad_limits_are_refused(tmp_path, capsys):
     run_dir = write_runs(tmp_path, synthetic_runs())
     assert main(["report", str(run_dir), "--limits", "0.6", "1.5", "--no-images"]) == 2
     assert "MI AP limits must lie in (0, 1], got [0.6, 1.5]" in capsys.readouterr().err
+
+
+def test_samples_grid_shows_every_class(tmp_path, monkeypatch):
+    """The grid drew 2 * 4 samples, so digits showed classes 0-7 only."""
+    from matplotlib.figure import Figure
+
+    import audit.report_grids as grids
+
+    titles: dict[str, list[str]] = {}
+
+    def record(rows, *, column_titles, title):
+        titles[title] = list(column_titles)
+        return Figure()
+
+    monkeypatch.setattr(grids, "image_grid", record)
+    frame = synthetic_runs(seeds=(0,), settings=SETTINGS[:2]).assign(dataset="digits", acc_base=0.1)
+    run_dir = tmp_path / "run"
+    hashes = {
+        "none": _real_cell(run_dir, MechanismName.NONE, "none", None),
+        "cdp": _real_cell(run_dir, MechanismName.CDP, "noise_multiplier", 0.1),
+    }
+    frame["config_hash"] = [hashes["none" if m == "none" else "cdp"] for m in frame.mech]
+    write_report(write_runs(run_dir, frame), formats=("png",))
+    (samples,) = [t for t in titles if "generated samples" in t]
+    assert set(titles[samples]) == {str(c) for c in range(10)}
+    assert "latent code ~ N(0, I)" in samples and "noise multiplier z" in samples
+
+
+def test_a_baseline_at_chance_is_said_not_hidden(tmp_path):
+    """A baseline not above chance: no phi, no sweet spots, and the report says why."""
+    frame = synthetic_runs().assign(utility_valid=False, n_test=60, acc=0.5, phi=math.nan)
+    report = write_report(write_runs(tmp_path, frame), images=False, formats=("png",))
+    text = report.markdown.read_text()
+    assert "not above chance" in text and "binomial test" in text
+    assert "no setting qualifies" not in text and "none qualifies" not in text
+    assert not any(p.stem.endswith("phi") for p in report.figures)
+    assert any("phi figure skipped" in s and "not above chance" in s for s in report.skipped)

@@ -44,10 +44,12 @@ def test_a_later_sweep_with_other_settings_is_refused_naming_each_setting(tmp_pa
     with pytest.raises(ValueError, match=r"cdp clip_norm: \(unset\) vs \"2\""):
         results.claim_run(tmp_path, _configs(tmp_path, options=(("clip_norm", "2"),)))
     # a mechanism the directory does not hold yet brings its own options; same settings: fine
-    results.claim_run(tmp_path, _configs(tmp_path, mechs=("ldp",), options=(("clip_norm", "2"),)))
+    termwise = _configs(tmp_path, mechs=("cdp-termwise",), options=(("clip_norm", "2"),))
+    results.claim_run(tmp_path, termwise)
     results.claim_run(tmp_path, _configs(tmp_path))
     manifest = results.read_manifest(tmp_path)
-    assert set(manifest["mechs"]) == {"none", "cdp", "ldp"} and len(manifest["cells"]) == 3
+    assert set(manifest["mechs"]) == {"none", "cdp", "cdp-termwise"}
+    assert len(manifest["cells"]) == 3
 
 
 def test_report_never_averages_rows_of_two_configurations(tmp_path, caplog):

@@ -196,3 +196,20 @@ def test_two_concurrent_sweeps_compute_each_cell_once(tmp_path):
     lines = sorted(stdout.split(";")[0] for stdout, _ in outputs)
     assert lines == ["0 cell(s) run, 1 reused", "1 cell(s) run, 0 reused"]
     assert not list(out.rglob("*.tmp"))
+
+
+def test_gen_records_sets_the_size_of_d_gen_not_d_train(tmp_path):
+    """|D_gen| was |D_train| (50 in quick: a classifier at chance); now the profile's
+    gen_records, with D_train's class shares, and every row says if its baseline beat chance."""
+    import torch
+
+    from audit.pipeline import gen_labels
+
+    labels = gen_labels(torch.tensor([0] * 6 + [1] * 3 + [2]), 25, seed=0)
+    assert len(labels) == 25 and torch.bincount(labels).tolist() == [15, 8, 2]  # 60/30/10 %
+    assert not torch.equal(labels, labels.sort().values)  # shuffled, seeded
+    assert torch.equal(labels, gen_labels(torch.tensor([0] * 6 + [1] * 3 + [2]), 25, seed=0))
+
+    rows = run_sweep(_config(tmp_path, profile=replace(TINY, gen_records=40))).rows
+    assert (rows.n_train == 30).all() and (rows.gen_records == 40).all()
+    assert (rows.n_test > 0).all() and rows.utility_valid.dtype == bool

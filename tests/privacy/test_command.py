@@ -173,3 +173,11 @@ def test_every_option_has_help():
     options = [a for a in epsilon._actions if a.option_strings and a.dest != "help"]
     assert len(options) >= 15
     assert all(a.help and len(a.help) > 15 for a in options)
+
+
+@pytest.mark.parametrize("k", ["0", "0.5", "3"])
+def test_partition_sensitivity_outside_1_2_is_refused_not_replaced(k):
+    """``--partition-sensitivity 0`` was read as the default 2 (a ``value or default`` bug)."""
+    args = "--mech cdp-termwise --n-train 100 --batch-size 10 --epochs 5 --noise-multiplier 1"
+    with pytest.raises(ValueError, match="partition_sensitivity"):
+        _run(f"{args} --partition-sensitivity {k}")
