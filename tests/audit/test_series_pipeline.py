@@ -119,4 +119,5 @@ def test_tiny_sweep_on_the_motionsense_fixture(tmp_path):
     assert (rows.acc_base == 1 / 3).all() and (rows.n_train == 3).all()
     ldp = rows[rows.mech == "ldp"].iloc[0]
     assert ldp.epsilon == 500 * 12 * 1.0 and "generation=class-latent" in ldp.privacy_notes
-    assert 0 <= ldp.phi <= 2  # against the motionsense baseline of the same seed
+    # against the motionsense baseline of the same seed, where that baseline beats chance
+    assert 0 <= ldp.phi <= 2 if ldp.utility_valid else ldp.phi != ldp.phi
