@@ -272,7 +272,7 @@ def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
 def _phi(frame: pd.DataFrame, row: Any) -> float:
     if row.mech == MechanismName.NONE.value:
         return math.nan
-    base = frame[(frame.config_hash == row.baseline_hash) & (frame.distance == row.distance)]
+    base = _baseline(frame, row)
     if base.empty:
         return math.nan
     b = base.iloc[0]
