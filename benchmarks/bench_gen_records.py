@@ -5,10 +5,10 @@ trained on the first n of its generated records for each n.
   python benchmarks/bench_gen_records.py [--dataset digits lfw-subset] [--profile quick]
                                          [--sizes 50 200 500 1000 2000] [--seed 0]
 
-The baseline cell of the profile (mech none) is trained once per dataset; D_gen is drawn once at
-the largest size with labels in D_train's class shares (``audit.pipeline.gen_labels``), and each
-smaller n takes a class-proportional prefix of it (``gen_labels`` of n), so the sizes differ in
-nothing but n. The classifier settings, hold-out share and test set are the sweep's. Prints one
+The baseline cell of the profile (mech none) is trained once per dataset; for each n, D_gen is
+drawn as the sweep draws it (``audit.pipeline.gen_labels`` of n, labels in D_train's class
+shares, the cell's seed), so the sizes share the model and differ in n and the draws. The
+classifier settings, hold-out share and test set are the sweep's. Prints one
 row per (dataset, n): accuracy on the real D_test, the chance level and the classifier trained on
 real D_train for comparison.
 """

@@ -127,4 +127,5 @@ def test_tiny_sweep_on_the_motionsense_fixture(tmp_path):
     for notes in rows.privacy_notes:  # every series row, the baseline included
         assert "series_scaling=fixed per-channel ranges (MotionSense iPhone" in notes
     assert "labels=not perturbed" in ldp.privacy_notes
-    assert 0 <= ldp.phi <= 2  # against the motionsense baseline of the same seed
+    # against the motionsense baseline of the same seed, where that baseline beats chance
+    assert 0 <= ldp.phi <= 2 if ldp.utility_valid else ldp.phi != ldp.phi
