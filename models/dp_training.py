@@ -32,7 +32,7 @@ from audit.privacy.cdp import dp_sgd_steps
 from audit.privacy.termwise import standard_dp_noise_std_with_batch_term
 from audit.progress import ProgressFactory, null_progress
 from models.bk_clipping import CLIP_EPS, BookKeepingGradients, ClippedSum
-from models.training import Pair, TrainHistory, VAETrainSettings, evaluate_vae_loss
+from models.training import Pair, TrainHistory, VAETrainSettings, record_validation
 from models.training import vae_per_example_loss as _vae_per_example_loss
 from models.vae import ConditionalConvVAE
 
@@ -407,6 +407,7 @@ def train_dp_vae(
     engine = PerExampleGradients(SampleLoss(model, beta=settings.beta), dp.grad_sample_mode)
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
     history = TrainHistory()
+    val_subset = settings.validation.subset(val, seed=settings.seed)
     bar = progress(total=settings.epochs, desc="train VAE (DP)")
     seen = total = records = 0.0
     taken = 0
@@ -429,7 +430,7 @@ def train_dp_vae(
             seen, total = seen + len(index), total + float(sample.values.sum())
             records, taken = records + len(index), taken + 1
             while (step + 1) * settings.epochs // steps > len(history.train_loss):
-                _end_epoch(model, val, settings, history, seen, total, bar)
+                _end_epoch(model, (val, val_subset), settings, history, seen, total, bar)
                 seen = total = 0.0
     finally:
         engine.close()
@@ -490,7 +491,7 @@ def private_gradient(
 
 def _end_epoch(
     model: ConditionalConvVAE,
-    val: Pair,
+    val: tuple[Pair, Pair],
     settings: VAETrainSettings,
     history: TrainHistory,
     seen: float,
@@ -499,10 +500,9 @@ def _end_epoch(
 ) -> None:
     epoch = len(history.train_loss)
     history.train_loss.append(total / seen if seen else math.nan)
-    history.val_loss.append(evaluate_vae_loss(model, val, beta=settings.beta, seed=epoch))
-    model.train()
+    record_validation(model, *val, settings, history, epoch)
     bar.update(1)
-    bar.set_postfix(train=f"{history.train_loss[-1]:.2f}", val=f"{history.val_loss[-1]:.2f}")
+    bar.set_postfix(train=f"{history.train_loss[-1]:.2f}", val=f"{history.last_val_loss:.2f}")
 
 
 def median_gradient_norm(
