@@ -65,6 +65,14 @@ def build_audit_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--k-plus", type=int, default=None, help="cdp: top scores guessed in (m/4)")
     p.add_argument("--k-minus", type=int, default=None, help="cdp: bottom scores guessed out (m/4)")
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=None,
+        help="cdp, vae-ldp: the delta at which both the claim and the bound are computed "
+        "(default 1/N_train for cdp, 1/|D| for vae-ldp); the one-run audit proves nothing once "
+        "2 m delta >= 0.05",
+    )
     p.add_argument("--draws", type=int, default=None, metavar="M", help="ldp, vae-ldp: draws M")
     p.add_argument("--seed", type=int, default=0, help="root seed (cell and audit)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (cdp)")
@@ -93,6 +101,7 @@ def _cell_and_data(args: argparse.Namespace):
         param_value=args.grid,
         seed=args.seed,
         profile=profile,
+        options=() if args.delta is None else (("delta", args.delta),),
     )
     dataset = load_dataset(args.dataset, data_home=args.data_home)
     split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=args.seed)
@@ -122,7 +131,7 @@ def _run_local(args: argparse.Namespace) -> tuple[list[str], float]:
         raise ValueError(f"--draws must be >= 2, got {draws!r}")
     cell, data = _cell_and_data(args)
     if args.mech == "vae-ldp":
-        delta = 1.0 / data.n_total
+        delta = 1.0 / data.n_total if args.delta is None else args.delta
         audit = audit_vae_ldp(
             sigma=args.grid,
             latent_dim=cell.profile.latent_dim,
@@ -130,7 +139,8 @@ def _run_local(args: argparse.Namespace) -> tuple[list[str], float]:
             draws=draws,
             seed=args.seed,
         )
-        return [f"delta = 1/|D| with |D| = {data.n_total}", *_local_lines(audit)], audit.epsilon
+        source = f"1/|D| with |D| = {data.n_total}" if args.delta is None else "--delta"
+        return [f"delta = {delta:.6g} ({source})", *_local_lines(audit)], audit.epsilon
     if record_modality(data.shape) is Modality.SERIES:
         audit = audit_laplace_series(eps_i=args.grid, draws=draws, seed=args.seed)
         return _local_lines(audit), audit.epsilon
@@ -181,6 +191,11 @@ def _run_cdp(args: argparse.Namespace) -> tuple[list[str], float]:
         ),
         f"  extra training run {audit.train_seconds:.1f} s; audit {audit.seconds:.1f} s",
     ]
+    if b.ceiling == 0:
+        lines.append(
+            f"  note: 2 m delta = {2 * b.m * b.delta:.3g} >= 0.05, so no m = {b.m} audit can "
+            "prove anything at this delta; use fewer --canaries or a smaller --delta"
+        )
     return lines, b.epsilon
 
 
@@ -199,6 +214,10 @@ def run_audit(argv: Sequence[str]) -> str:
         raise ValueError(f"--grid must be a positive finite number, got {args.grid!r}")
     if args.mech != "cdp" and (args.canaries, args.k_plus, args.k_minus) != (None, None, None):
         raise ValueError(f"--canaries/--k-plus/--k-minus apply to cdp only, not {args.mech!r}")
+    if args.delta is not None and not 0 < args.delta < 1:
+        raise ValueError(f"--delta must lie in (0, 1), got {args.delta!r}")
+    if args.mech == "ldp" and args.delta is not None:
+        raise ValueError("--delta does not apply to ldp (pure eps-DP, delta = 0)")
     if args.mech == "cdp" and args.draws is not None:
         raise ValueError("--draws applies to ldp and vae-ldp; cdp takes --canaries")
     level = logging.WARNING if args.verbose == 0 else logging.INFO
