@@ -129,7 +129,9 @@ def threshold_test_bound(
     )
 
 
-def threshold_ceiling(*, draws_per_input: int, delta: float = 0.0, confidence: float = CONFIDENCE):
+def threshold_ceiling(
+    *, draws_per_input: int, delta: float = 0.0, confidence: float = CONFIDENCE
+) -> float:
     """The largest bound a threshold test can give with ``draws_per_input`` fresh draws per
     input: the one with no error at all (about ``log(n / 3.7)`` at 95 %)."""
     n = _check_count("draws_per_input", draws_per_input, low=1)

@@ -105,7 +105,9 @@ def choose_threshold(s0: np.ndarray, s1: np.ndarray, *, delta: float, confidence
     return float(candidates[int(np.argmax(eps))])
 
 
-def draw_statistics(statistic: Statistic, which: int, draws: int, *, per_draw: int, gen):
+def draw_statistics(
+    statistic: Statistic, which: int, draws: int, *, per_draw: int, gen: torch.Generator
+) -> np.ndarray:
     """``draws`` statistics of input ``which`` in chunks of at most CHUNK_VALUES output values."""
     chunk = max(1, CHUNK_VALUES // max(per_draw, 1))
     out = [statistic(which, min(chunk, draws - s), gen) for s in range(0, draws, chunk)]

@@ -177,6 +177,10 @@ class GradientCanaries:
         self.gen = torch_generator(seed, TAG, "canary-sampling")
         self.sums = np.zeros(m)
         self.sampled = np.zeros(m, dtype=np.int64)
+        self._by_param = {
+            int(i): (self.param_of == i, torch.as_tensor(self.offset[self.param_of == i]))
+            for i in np.unique(self.param_of)
+        }
 
     def add_canaries(self, summed: list[torch.Tensor], *, clip_norm: float) -> list[torch.Tensor]:
         draw = torch.rand(len(self.included), generator=self.gen) < self.sample_rate
@@ -191,10 +195,9 @@ class GradientCanaries:
         return out
 
     def observe(self, noisy: list[torch.Tensor]) -> None:
-        flat = [g.detach().reshape(-1).cpu().double() for g in noisy]
-        for i in np.unique(self.param_of):
-            sel = self.param_of == i
-            self.sums[sel] += flat[i][torch.as_tensor(self.offset[sel])].numpy()
+        for i, (sel, where) in self._by_param.items():
+            values = noisy[i].detach().reshape(-1)[where.to(noisy[i].device)]
+            self.sums[sel] += values.double().cpu().numpy()
 
     def coordinates(self, params: list[torch.nn.Parameter]) -> np.ndarray:
         """The current values of the canaries' coordinates."""
