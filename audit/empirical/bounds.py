@@ -209,6 +209,12 @@ def one_run_epsilon_bound(
 
     Binary search, as the paper's Algorithm 2; the p-value increases with eps. 0 when even eps = 0
     is not rejected.
+
+    Notes:
+        The delta term is at least ``2 m delta`` times a probability, so once ``2 m delta >=
+        1 - confidence`` nothing is provable (the bound and the ceiling are 0): at delta =
+        1/N_train = 0.02 (50 records) no m >= 2 canaries can show anything. Audit at a smaller
+        delta, with the claim recomputed at that delta.
     """
     conf = _check_confidence(confidence)
     one_run_p_value(m=m, r=r, v=v, epsilon=0.0, delta=delta)  # validates
