@@ -115,3 +115,37 @@ def test_one_run_refuses_other_mechanisms() -> None:
     cell = replace(tiny_cell(), mech=MechanismName.LDP)
     with pytest.raises(ValueError, match="cdp"):
         audit_one_run(cell, tiny_data(), CTX, OneRunSettings(canaries=10))
+
+
+class _NoCanaries:
+    unclipped = False
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def add_canaries(self, summed, *, clip_norm):
+        return summed
+
+    def observe(self, noisy) -> None:
+        self.seen += 1
+
+
+def test_an_empty_hook_leaves_training_bit_identical() -> None:
+    from dataclasses import replace
+
+    from audit.empirical.one_run import _fresh_model, _run_settings
+    from audit.mechanisms.base import Prepared
+    from models.dp_training import train_dp_vae
+
+    cell, data = tiny_cell(), tiny_data()
+    cell = replace(cell, profile=replace(cell.profile, epochs=1))
+    states = []
+    for hook in (None, _NoCanaries()):
+        _, model = _fresh_model(cell, data, CTX)
+        settings, dp, _ = _run_settings(
+            cell, Prepared(data.train, data.val), model, CTX, Broken.NONE
+        )
+        history = train_dp_vae(model, data.train, data.val, settings, dp, audit_hook=hook)
+        states.append(model.state_dict())
+    assert hook.seen == history.extra["steps"] == 4
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
