@@ -149,3 +149,17 @@ def test_bad_delta_and_confidence_raise() -> None:
             false_positives=0, negatives=5, false_negatives=0, positives=5, confidence=1.0
         )
     assert np.isfinite(one_run_epsilon_bound(m=10, r=5, v=5, delta=0.0).epsilon)
+
+
+@pytest.mark.parametrize(
+    ("m", "r", "v", "delta"), [(1000, 500, 450, 1e-4), (200, 100, 97, 1e-5), (100, 50, 50, 1e-3)]
+)
+def test_p_value_increases_with_eps(m, r, v, delta) -> None:
+    # the binary search relies on it (and keeps a rejected eps either way)
+    ps = [one_run_p_value(m=m, r=r, v=v, epsilon=e, delta=delta) for e in np.linspace(0, 10, 101)]
+    assert all(a <= b + 1e-15 for a, b in zip(ps, ps[1:], strict=False))
+
+
+def test_nothing_provable_once_two_m_delta_is_large() -> None:
+    # 2 m delta = 2 * 50 * 0.02 = 2 >= 0.05: lfw-subset quick's delta = 1/50
+    assert one_run_epsilon_bound(m=50, r=20, v=20, delta=0.02).ceiling == 0.0
