@@ -3,6 +3,7 @@
 
   python benchmark.py [--dataset NAME] [--mech MECH ...] [--profile quick|standard|paper] ...
   python benchmark.py epsilon ...        privacy accounting on demand (prints a bare number last)
+  python benchmark.py audit ...          empirical epsilon lower bound (prints a bare number last)
   python benchmark.py report DIR         tables and plots from DIR/runs.csv
   python benchmark.py check --thresholds FILE DIR    the CI gate on MI AP and accuracy
 
@@ -19,7 +20,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-SUBCOMMANDS = ("epsilon", "report", "check")
+SUBCOMMANDS = ("epsilon", "audit", "report", "check")
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
@@ -371,6 +372,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] == "epsilon":
             return epsilon_main(argv[1:])
+        if argv and argv[0] == "audit":
+            from audit.empirical.command import audit_main
+
+            return audit_main(argv[1:])
         if argv and argv[0] in ("report", "check"):
             from audit.commands import run_command
 

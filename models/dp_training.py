@@ -326,6 +326,24 @@ class BatchTerm(Protocol):
     def close(self) -> None: ...
 
 
+class AuditHook(Protocol):
+    """AUDIT/TEST-ONLY access to each DP step (``audit.empirical.one_run``); None in real runs.
+
+    ``unclipped``: a deliberately broken mechanism for tests: records are not clipped (the
+    noise std stays z*C). ``add_canaries`` returns the step's clipped sum with the gradient
+    canaries Poisson-sampled into this step added before the noise; ``observe`` sees the noisy
+    gradient each step releases.
+    """
+
+    unclipped: bool
+
+    def add_canaries(
+        self, summed: list[torch.Tensor], *, clip_norm: float
+    ) -> list[torch.Tensor]: ...
+
+    def observe(self, noisy: list[torch.Tensor]) -> None: ...
+
+
 @dataclass(frozen=True)
 class DPSettings:
     """Standard DP-Adam's privacy knobs; ``VAETrainSettings.batch_size`` is the expected batch
@@ -379,6 +397,7 @@ def train_dp_vae(
     *,
     batch_term: BatchTerm | None = None,
     progress: ProgressFactory = null_progress,
+    audit_hook: AuditHook | None = None,
 ) -> TrainHistory:
     """DP-Adam on the VAE objective for ``dp_sgd_steps`` Poisson-sampled steps.
 
@@ -423,7 +442,10 @@ def train_dp_vae(
                 expected_batch_size=settings.batch_size,
                 generator=noise_gen,
                 batch_term=batch_term,
+                audit_hook=audit_hook,
             )
+            if audit_hook is not None:
+                audit_hook.observe(grads)
             for p, g in zip(engine.params, grads, strict=True):
                 p.grad = g
             opt.step()
@@ -459,6 +481,7 @@ def private_gradient(
     expected_batch_size: int,
     generator: torch.Generator,
     batch_term: BatchTerm | None = None,
+    audit_hook: AuditHook | None = None,
 ) -> tuple[list[torch.Tensor], ClippedSum]:
     """One step's noisy gradient, the one Adam receives, and the sample-wise clipped sum.
 
@@ -467,9 +490,15 @@ def private_gradient(
     ``(sum_j clip_C2(h_j) + N(0, (z C2)^2 I)) / b`` (Eq. 16); B is the expected batch size.
     """
     x, y, noise, index = batch
-    sample = engine.clipped_sum(x, y, noise, clip_norm=dp.clip_norm)
+    clip = math.inf if audit_hook is not None and audit_hook.unclipped else dp.clip_norm
+    sample = engine.clipped_sum(x, y, noise, clip_norm=clip)
+    summed = (
+        sample.grads
+        if audit_hook is None
+        else audit_hook.add_canaries(sample.grads, clip_norm=clip)
+    )
     grads = noisy_average(
-        sample.grads,
+        summed,
         clip_norm=dp.clip_norm,
         noise_multiplier=dp.noise_multiplier,
         denominator=expected_batch_size,

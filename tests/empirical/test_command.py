@@ -1,0 +1,65 @@
+"""``benchmark.py audit``: the bare bound last; bad input one line and status 2."""
+
+from __future__ import annotations
+
+import pytest
+
+import benchmark
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--mech", "ldp", "--grid", "-1"], "--grid must be a positive finite number"),
+        (["--mech", "dpsgd", "--grid", "1"], "invalid choice: 'dpsgd'"),
+        (["--mech", "ldp"], "required: --grid"),
+        (["--mech", "ldp", "--grid", "1", "--canaries", "5"], "apply to cdp only"),
+        (["--mech", "cdp", "--grid", "1", "--draws", "5"], "--draws applies to ldp"),
+        (["--mech", "ldp", "--grid", "1", "--draws", "0"], "--draws must be a positive"),
+        (["--mech", "ldp", "--grid", "1", "--delta", "1e-5"], "does not apply to ldp"),
+        (["--mech", "vae-ldp", "--grid", "1", "--delta", "2"], "--delta must lie in (0, 1)"),
+        (["--mech", "ldp", "--grid", "1", "--dataset", "mnist"], "unknown dataset 'mnist'"),
+        (
+            ["--mech", "cdp", "--grid", "1", "--canaries", "10", "--k-plus", "9", "--k-minus", "9"],
+            "k_plus",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2(argv, message, capsys) -> None:
+    code = benchmark.main(["audit", *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("error:") and message in err and "\n" not in err
+
+
+def test_ldp_prints_both_claims_and_the_bare_bound_last(capsys) -> None:
+    code = benchmark.main(
+        ["audit", "--dataset", "digits", "--mech", "ldp", "--grid", "2", "--draws", "2000"]
+    )
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert code == 0
+    bound = float(lines[-1])
+    # digits: 1 x 8 x 8, m = 8: any-two claim 1 * 2 * 64 / 8 = 16, m-neighbourhood 2
+    assert "any-two 16" in lines[0] and "m-neighbourhood 2" in lines[0]
+    assert 0 < bound <= 16
+    assert any("Clopper-Pearson" in line and "M = 2000" in line for line in lines)
+
+
+def test_vae_ldp_bound_below_claim(capsys) -> None:
+    code = benchmark.main(
+        ["audit", "--dataset", "digits", "--mech", "vae-ldp", "--grid", "100", "--draws", "4000"]
+    )
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0
+    assert out[0].startswith("delta = ") and "1/|D|" in out[0]
+    assert 0 <= float(out[-1]) < float(out[1].split("analytic-gaussian ")[1].split(",")[0])
+
+
+@pytest.mark.slow
+def test_cdp_gradient_canaries_end_to_end(capsys) -> None:
+    argv = ["audit", "--dataset", "digits", "--mech", "cdp", "--grid", "2", "--canaries", "200"]
+    code = benchmark.main([*argv, "--delta", "1e-5"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0
+    assert "gradient canaries: lower bound" in out[1] and "ceiling" in out[1]
+    assert float(out[-1]) >= 0
