@@ -69,3 +69,16 @@ class GaussianIdentityModel(nn.Module):
 
     def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return z.view(-1, *self.record_shape)
+
+
+def uniform_records(n: int, shape: tuple[int, ...], *, seed: int, n_classes: int = 1):
+    """(x, y): n records uniform in [0, 1] of ``shape``, labels cycling over n_classes."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.rand(n, *shape, generator=gen), torch.arange(n) % n_classes
+
+
+def noisy_copies(members: torch.Tensor, *, copies: int, std: float, seed: int) -> torch.Tensor:
+    """``copies`` copies of each member plus Gaussian noise of ``std``, member-major."""
+    gen = torch.Generator().manual_seed(seed)
+    repeated = members.repeat_interleave(copies, dim=0)
+    return repeated + std * torch.randn(repeated.shape, generator=gen)
