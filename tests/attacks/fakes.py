@@ -44,6 +44,7 @@ class RandomLinearModel(nn.Module):
         gen = torch.Generator().manual_seed(seed)
         size = int(torch.Size(record_shape).numel())
         self.record_shape = record_shape
+        self.latent_dim = latent_dim
         self.enc = nn.Parameter(torch.randn(size, 2 * latent_dim, generator=gen) / size**0.5)
         self.dec = nn.Parameter(torch.randn(latent_dim, size, generator=gen))
 
@@ -82,3 +83,17 @@ def noisy_copies(members: torch.Tensor, *, copies: int, std: float, seed: int) -
     gen = torch.Generator().manual_seed(seed)
     repeated = members.repeat_interleave(copies, dim=0)
     return repeated + std * torch.randn(repeated.shape, generator=gen)
+
+
+class MemberSpanDecoder(nn.Module):
+    """D(z) = (z / sqrt(d)) @ M with the members as the rows of M: z = sqrt(d) e_j decodes member j
+    exactly (and sits on the norm shell ||z||^2 = d), other records only up to their residual."""
+
+    def __init__(self, members: torch.Tensor) -> None:
+        super().__init__()
+        self.record_shape = tuple(members.shape[1:])
+        self.latent_dim = int(members.shape[0])
+        self.register_buffer("rows", members.flatten(1).clone())
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (z @ self.rows / self.latent_dim**0.5).view(-1, *self.record_shape)
