@@ -97,3 +97,47 @@ class MemberSpanDecoder(nn.Module):
 
     def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return (z @ self.rows / self.latent_dim**0.5).view(-1, *self.record_shape)
+
+
+class ScaledMemorisingModel(MemorisingModel):
+    """:class:`MemorisingModel` with latents shrunk to (index + 1) * step (0 for non-members), so
+    that the prior p(z) barely differs between members and non-members (likelihood oracle)."""
+
+    def __init__(self, members: torch.Tensor, *, seed: int, step: float = 1e-3) -> None:
+        super().__init__(members, seed=seed)
+        self.step = step
+        self.latent_dim = 1
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mu, logvar = super().encode(x, y)
+        return (mu + 1) * self.step, logvar
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return super().decode(z / self.step - 1, y)
+
+
+class LinearGaussianModel(nn.Module):
+    """p(z) = N(0, I_d), p(x | z) = N(W z, s^2 I_D) with W = c [I_d; 0], and the exact posterior as
+    encoder (diagonal because W's columns are orthogonal), so log p(x) is known in closed form:
+    x ~ N(0, W W^T + s^2 I), variance c^2 + s^2 on the first d coordinates and s^2 on the rest."""
+
+    def __init__(self, *, dim: int, latent_dim: int, scale: float, noise_std: float) -> None:
+        super().__init__()
+        self.dim, self.latent_dim, self.scale, self.noise_std = dim, latent_dim, scale, noise_std
+        self.post_var = 1.0 / (1.0 + scale**2 / noise_std**2)
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        head = x[:, : self.latent_dim]
+        mu = self.post_var * self.scale / self.noise_std**2 * head
+        return mu, torch.full_like(mu, float(torch.log(torch.tensor(self.post_var))))
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        tail = torch.zeros(z.shape[0], self.dim - self.latent_dim, dtype=z.dtype)
+        return torch.cat([self.scale * z, tail], dim=1)
+
+    def log_marginal(self, x: torch.Tensor) -> torch.Tensor:
+        """(n,) exact log p(x)."""
+        var = torch.full((self.dim,), self.noise_std**2, dtype=torch.float64)
+        var[: self.latent_dim] += self.scale**2
+        normal = torch.distributions.Normal(torch.zeros(self.dim, dtype=torch.float64), var.sqrt())
+        return normal.log_prob(x.double()).sum(1)
