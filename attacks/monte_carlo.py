@@ -22,13 +22,12 @@ reassociation in the dot product.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 import torch
-from sklearn.decomposition import PCA
 
 from attacks.base import (
     Attack,
@@ -40,6 +39,7 @@ from attacks.base import (
     check_positive_ints,
     check_seed,
 )
+from attacks.features import Features, flat_features, pca_features
 from attacks.threat import Capability, Records, Release
 
 logger = logging.getLogger(__name__)
@@ -48,9 +48,6 @@ MEASURES = (Measure.PIXEL_L2, Measure.PCA_L2)
 VARIANTS = (Variant.SHARE, Variant.LOG_DISTANCE, Variant.NEAREST)
 LOG_DISTANCE_FLOOR = 1e-12
 """d_i is floored at eps times this in the log-distance variant (an exact copy scores 27.6)."""
-
-Features = Callable[[torch.Tensor], torch.Tensor]
-"""Records (k, *shape) -> features (k, d) float64."""
 
 
 def squared_distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -167,29 +164,6 @@ class MonteCarloAttack(Attack):
             logger.info("monte-carlo: no reference records, so no %s variant", measure.value)
             return None
         return pca_features(reference, n_components=self.pca_components, seed=self.seed)
-
-
-def flat_features(x: torch.Tensor) -> torch.Tensor:
-    """Records (k, *shape) as (k, D) float64 rows."""
-    return x.flatten(1).to(torch.float64)
-
-
-def pca_features(reference: Records, *, n_components: int, seed: int) -> Features:
-    """The projection onto the first principal components of the reference records (float64).
-
-    ``n_components`` is capped at min(n_ref, D); sklearn's solver is seeded with ``seed``.
-    """
-    flat = reference.x.flatten(1).to(torch.float64).cpu().numpy()
-    k = min(n_components, *flat.shape)
-    pca = PCA(n_components=k, random_state=seed).fit(flat)
-    mean = torch.from_numpy(pca.mean_)
-    components = torch.from_numpy(pca.components_)
-
-    def project(x: torch.Tensor) -> torch.Tensor:
-        rows = x.flatten(1).to(torch.float64)
-        return (rows - mean.to(rows.device)) @ components.to(rows.device).T
-
-    return project
 
 
 def monte_carlo_scores(

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from attacks.base import AttackData, Measure, ResultKey, Variant
-from attacks.monte_carlo import MonteCarloAttack, flat_features, monte_carlo_scores, pca_features
+from attacks.features import flat_features, pca_features
+from attacks.monte_carlo import MonteCarloAttack, monte_carlo_scores
 from attacks.threat import Records, Release
 from tests.attacks.fakes import noisy_copies, uniform_records
 from tests.attacks.null_band import inside_band
