@@ -164,13 +164,39 @@ class LatentSearchAttack(Attack):
     def _search(
         self, decoder: LatentDecoder, x: torch.Tensor, y: torch.Tensor, *, first_index: int
     ) -> np.ndarray:
-        z = self.starts(decoder, x, y, first_index=first_index).clone().requires_grad_(True)
-        optimizer = torch.optim.Adam([z], lr=self.lr)
+        z = self.starts(decoder, x, y, first_index=first_index)
+        adam = _Adam(z, lr=self.lr)
         with torch.enable_grad():
             for _ in range(self.n_steps):
-                _, value = self.objective(decoder, z, x, y)
-                (z.grad,) = torch.autograd.grad(value.sum(), [z])
-                optimizer.step()
+                z_var = z.detach().requires_grad_(True)
+                _, value = self.objective(decoder, z_var, x, y)
+                (grad,) = torch.autograd.grad(value.sum(), [z_var])
+                z = adam.step(z, grad)
         with torch.no_grad():
             error, _ = self.objective(decoder, z, x, y)
         return (error / x[0].numel()).double().cpu().numpy()
+
+
+class _Adam:
+    """Adam (Kingma and Ba 2015, Algorithm 1; torch.optim.Adam's defaults), elementwise.
+
+    Written out rather than taken from ``torch.optim`` so that it is plainly elementwise: each
+    coordinate's update reads only its own gradient history, so a record's search does not depend
+    on the other records of its batch. (It also avoids torch.optim's seconds-long first import.)
+    """
+
+    BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
+
+    def __init__(self, z: torch.Tensor, *, lr: float) -> None:
+        self.lr, self.t = lr, 0
+        self.m = torch.zeros_like(z)
+        self.v = torch.zeros_like(z)
+
+    def step(self, z: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        """The next iterate (a new tensor) from z and its gradient."""
+        self.t += 1
+        self.m.mul_(self.BETA1).add_(grad, alpha=1 - self.BETA1)
+        self.v.mul_(self.BETA2).addcmul_(grad, grad, value=1 - self.BETA2)
+        m_hat = self.m / (1 - self.BETA1**self.t)
+        v_hat = self.v / (1 - self.BETA2**self.t)
+        return z.detach() - self.lr * m_hat / (v_hat.sqrt() + self.EPS)

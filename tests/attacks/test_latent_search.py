@@ -125,3 +125,20 @@ def test_release_without_a_decoder_is_refused_by_name() -> None:
 def test_bad_configuration_is_refused(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         LatentSearchAttack(**kwargs)
+
+
+def test_adam_matches_torch_optim() -> None:
+    """The hand-written elementwise Adam against torch.optim.Adam on a quadratic."""
+    from attacks.latent_search import _Adam
+
+    target = torch.tensor([[1.0, -2.0], [0.5, 3.0]])
+    z0 = torch.zeros(2, 2)
+    ours, adam = z0.clone(), _Adam(z0, lr=0.1)
+    theirs = z0.clone().requires_grad_(True)
+    optimizer = torch.optim.Adam([theirs], lr=0.1)
+    for _ in range(5):
+        ours = adam.step(ours, 2 * (ours - target))
+        optimizer.zero_grad()
+        (theirs - target).pow(2).sum().backward()
+        optimizer.step()
+    torch.testing.assert_close(ours, theirs.detach())

@@ -90,7 +90,7 @@ def test_worst_case_over_all_attacks_on_independent_models_is_at_chance() -> Non
     attacks = [
         ReconstructionAttack(seed=1, n_samples=4),
         MonteCarloAttack(seed=1),
-        LatentSearchAttack(seed=1, n_steps=10, n_starts=4),
+        LatentSearchAttack(seed=1, n_steps=5, n_starts=4),
         LikelihoodAttack(seed=1, n_importance=4),
         DomiasAttack(seed=1),
     ]
