@@ -197,13 +197,13 @@ def monte_carlo_scores(
                 device=device,
             )
     eps = {m: _eps(d, eps_percentile) for m, d in nearest.items()}
-    for measure, value in eps.items():
+    for measure, (value, _) in eps.items():
         logger.info("monte-carlo %s: eps = %.6g", measure.value, value)
     scores: dict[tuple[Measure, Variant], np.ndarray] = {}
     for measure in spaces:
         for variant in VARIANTS:
             scores[measure, variant] = np.empty(n)
-        scores[measure, Variant.NEAREST][:] = -nearest[measure]
+        scores[measure, Variant.NEAREST][:] = -np.sqrt(nearest[measure])
     for block in blocks:
         for measure, features in spaces.items():
             rows = features(x[block].to(device))
@@ -233,10 +233,19 @@ def _eligible_counts(y: torch.Tensor, sample_y: torch.Tensor, *, same_class: boo
     return np.array([float(per_label[label]) for label in y.tolist()])
 
 
-def _eps(nearest: np.ndarray, percentile: float) -> float:
-    """The ball radius: a percentile of nearest distances, floored so that it is positive."""
+def _eps(nearest_sq: np.ndarray, percentile: float) -> tuple[float, float]:
+    """(eps, the squared radius compared with squared distances).
+
+    eps is the percentile of the nearest distances (floored so that it is positive); the squared
+    radius is eps^2, raised to any nearest squared distance whose root is <= eps, so that the
+    record that sets eps lies inside its own ball despite rounding in sqrt and square.
+    """
+    nearest = np.sqrt(nearest_sq)
     eps = float(np.percentile(nearest, percentile))
-    return eps if eps > 0 else float(np.min(nearest[nearest > 0], initial=1.0))
+    if eps <= 0:
+        eps = float(np.min(nearest[nearest > 0], initial=1.0))
+    eps_sq = max(eps * eps, float(np.max(nearest_sq[nearest <= eps], initial=0.0)))
+    return eps, eps_sq
 
 
 def _sample_chunks(
@@ -248,18 +257,18 @@ def _sample_chunks(
         yield features(samples.x[start:stop].to(device)), samples.y[start:stop].to(device)
 
 
-def _masked_distances(
+def _masked_squared(
     rows: torch.Tensor,
     y: torch.Tensor,
     chunk: torch.Tensor,
     chunk_y: torch.Tensor,
     same_class: bool,
 ) -> torch.Tensor:
-    """(p, k) distances, +inf between records and samples of different labels if same_class."""
-    d = squared_distances(rows, chunk).sqrt_()
+    """(p, k) squared distances, +inf between records and samples of other labels if same_class."""
+    sq = squared_distances(rows, chunk)
     if same_class:
-        d.masked_fill_(y.to(d.device)[:, None] != chunk_y[None, :], float("inf"))
-    return d
+        sq.masked_fill_(y.to(sq.device)[:, None] != chunk_y[None, :], float("inf"))
+    return sq
 
 
 def _nearest(
@@ -272,13 +281,13 @@ def _nearest(
     sample_chunk: int,
     device: torch.device,
 ) -> np.ndarray:
-    """(p,) distance from each record to its nearest eligible sample."""
+    """(p,) squared distance from each record to its nearest eligible sample."""
     best = torch.full((rows.shape[0],), float("inf"), dtype=torch.float64, device=rows.device)
     for chunk, chunk_y in _sample_chunks(
         samples, features, sample_chunk=sample_chunk, device=device
     ):
-        d = _masked_distances(rows, y, chunk, chunk_y, same_class)
-        best = torch.minimum(best, d.min(dim=1).values)
+        sq = _masked_squared(rows, y, chunk, chunk_y, same_class)
+        best = torch.minimum(best, sq.min(dim=1).values)
     return best.cpu().numpy()
 
 
@@ -288,20 +297,26 @@ def _ball(
     samples: Records,
     features: Features,
     same_class: bool,
-    eps: float,
+    eps: tuple[float, float],
     *,
     sample_chunk: int,
     device: torch.device,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(p,) counts of eligible samples with d <= eps, and (p,) sums of log(eps / d) over them."""
+    """(p,) counts of eligible samples with d <= eps, and (p,) sums of log(eps / d) over them.
+
+    Works on squared distances (d <= eps iff d^2 <= eps^2) and takes roots and logs of the hits
+    only.
+    """
     inside = torch.zeros(rows.shape[0], dtype=torch.float64, device=rows.device)
     log_sum = torch.zeros_like(inside)
-    floor = eps * LOG_DISTANCE_FLOOR
+    eps_sq, floor_sq = eps[1], (eps[0] * LOG_DISTANCE_FLOOR) ** 2
     for chunk, chunk_y in _sample_chunks(
         samples, features, sample_chunk=sample_chunk, device=device
     ):
-        d = _masked_distances(rows, y, chunk, chunk_y, same_class)
-        hit = d <= eps
+        sq = _masked_squared(rows, y, chunk, chunk_y, same_class)
+        hit = sq <= eps_sq
         inside += hit.sum(dim=1)
-        log_sum += torch.where(hit, torch.log(eps / d.clamp_min(floor)), 0.0).sum(dim=1)
+        record, _ = hit.nonzero(as_tuple=True)
+        logs = torch.log(eps[0] / sq[hit].clamp_min(floor_sq).sqrt())
+        log_sum.index_add_(0, record, logs)
     return inside.cpu().numpy(), log_sum.cpu().numpy()
