@@ -56,7 +56,10 @@ def naive_log_kde(points: np.ndarray, data: np.ndarray) -> np.ndarray:
 def test_log_ratio_equals_a_naive_kernel_sum(n: int, dim: int, record_chunk: int) -> None:
     rng = np.random.default_rng(n + dim)
     x, gen, ref = rng.normal(size=(n, dim)), rng.normal(size=(30, dim)), rng.normal(size=(25, dim))
-    as_records = lambda a: Records(torch.from_numpy(a), torch.zeros(len(a), dtype=torch.int64))  # noqa: E731
+
+    def as_records(a: np.ndarray) -> Records:
+        return Records(torch.from_numpy(a), torch.zeros(len(a), dtype=torch.int64))
+
     scores = log_density_ratio(
         torch.from_numpy(x),
         as_records(gen),

@@ -145,7 +145,9 @@ def test_pca_is_fitted_on_the_reference_records_only() -> None:
     ref_x, ref_y = uniform_records(50, SHAPE, seed=0)
     project = pca_features(Records(ref_x, ref_y), n_components=5, seed=0)
     x, _ = uniform_records(4, SHAPE, seed=1)
-    pca = PCA(n_components=5, svd_solver="randomized", random_state=0).fit(ref_x.flatten(1).double().numpy())
+    pca = PCA(n_components=5, svd_solver="randomized", random_state=0).fit(
+        ref_x.flatten(1).double().numpy()
+    )
     np.testing.assert_allclose(
         project(x).numpy(), pca.transform(x.flatten(1).double().numpy()), atol=1e-10
     )
