@@ -113,8 +113,7 @@ class MonteCarloAttack(Attack):
     def _run(
         self, release: Release, data: AttackData, progress: ProgressFn | None
     ) -> list[AttackResult]:
-        samples = release.samples
-        assert samples is not None  # guaranteed by needs
+        samples = release.samples  # present: SAMPLES is in needs
         if samples.record_shape != tuple(data.x.shape[1:]):
             raise ValueError(
                 f"samples have record shape {samples.record_shape}, the attacked records "
