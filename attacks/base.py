@@ -1,7 +1,8 @@
 """The attack interface: the model it attacks, its input data, its result, and the abstract attack.
 
-Data flows through typed objects: :class:`AttackData` (records and membership labels) ->
-:meth:`Attack.run` -> one :class:`AttackResult` per distance (raw scores kept) ->
+Data flows through typed objects: a :class:`~attacks.threat.Release` (what the attacker holds) and
+:class:`AttackData` (records and membership labels) -> :meth:`Attack.run_release` -> one
+:class:`AttackResult` per (distance, variant), raw scores kept ->
 :class:`~attacks.metrics.AttackMetrics` -> a flat row for the results table.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -21,9 +22,7 @@ from attacks.distances import Distance
 from attacks.metrics import AttackMetrics, PrecisionRecallCurve, RocCurve
 from attacks.metrics import precision_recall_curve as _precision_recall_curve
 from attacks.metrics import roc_curve as _roc_curve
-
-if TYPE_CHECKING:
-    from attacks.threat import Capability, Release
+from attacks.threat import Capability, Release, require
 
 ProgressFn = Callable[[int], None]
 """Called after each chunk with the number of records it just finished (an increment, so that
@@ -255,8 +254,6 @@ class Attack(ABC):
         Raises ValueError naming the missing capabilities when the release lacks something in
         ``needs``. Returns one result per (distance, variant), scores aligned with ``data``.
         """
-        from attacks.threat import require
-
         require(self, release)
         results = self._run(release, data, progress)
         return {result.key: result for result in results}

@@ -127,7 +127,9 @@ class LatentSearchAttack(Attack):
                     progress(stop - start)
         return errors
 
-    def objective(self, decoder: LatentDecoder, z: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
+    def objective(
+        self, decoder: LatentDecoder, z: torch.Tensor, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(squared error summed over values (B,), objective (B,)) of latents z (B, d)."""
         recon = decoder.decode(z, y)
         if recon.shape != x.shape:
