@@ -5,9 +5,15 @@ from attacks.base import (
     AttackData,
     AttackResult,
     LatentGenerativeModel,
+    Measure,
     ProgressFn,
+    ResultKey,
+    Variant,
 )
 from attacks.distances import Distance, available_distances, get_distance, mse, ssim
+from attacks.domias import DomiasAttack
+from attacks.latent_search import LatentSearchAttack
+from attacks.likelihood import Likelihood, LikelihoodAttack
 from attacks.metrics import (
     AttackMetrics,
     PrecisionRecallCurve,
@@ -16,27 +22,46 @@ from attacks.metrics import (
     roc_curve,
     tpr_at_fpr,
 )
+from attacks.monte_carlo import MonteCarloAttack
 from attacks.reconstruction import ReconstructionAttack
 from attacks.registry import available_attacks, get_attack, register_attack
+from attacks.threat import Capability, LatentDecoder, Records, Release, applicable, require
+from attacks.worst_case import WorstCase, held_out_worst_case
 
 __all__ = [
     "Attack",
     "AttackData",
     "AttackMetrics",
     "AttackResult",
+    "Capability",
     "Distance",
+    "DomiasAttack",
+    "LatentDecoder",
     "LatentGenerativeModel",
+    "LatentSearchAttack",
+    "Likelihood",
+    "LikelihoodAttack",
+    "Measure",
+    "MonteCarloAttack",
     "PrecisionRecallCurve",
     "ProgressFn",
     "ReconstructionAttack",
+    "Records",
+    "Release",
+    "ResultKey",
     "RocCurve",
+    "Variant",
+    "WorstCase",
+    "applicable",
     "available_attacks",
     "available_distances",
     "get_attack",
     "get_distance",
+    "held_out_worst_case",
     "mse",
     "precision_recall_curve",
     "register_attack",
+    "require",
     "roc_curve",
     "ssim",
     "tpr_at_fpr",

@@ -1,16 +1,19 @@
 """The attack interface: the model it attacks, its input data, its result, and the abstract attack.
 
-Data flows through typed objects: :class:`AttackData` (records and membership labels) ->
-:meth:`Attack.run` -> one :class:`AttackResult` per distance (raw scores kept) ->
+Data flows through typed objects: a :class:`~attacks.threat.Release` (what the attacker holds) and
+:class:`AttackData` (records and membership labels) -> :meth:`Attack.run_release` -> one
+:class:`AttackResult` per (distance, variant), raw scores kept ->
 :class:`~attacks.metrics.AttackMetrics` -> a flat row for the results table.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, runtime_checkable
+from enum import Enum
+from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -19,6 +22,7 @@ from attacks.distances import Distance
 from attacks.metrics import AttackMetrics, PrecisionRecallCurve, RocCurve
 from attacks.metrics import precision_recall_curve as _precision_recall_curve
 from attacks.metrics import roc_curve as _roc_curve
+from attacks.threat import Capability, Release, require
 
 ProgressFn = Callable[[int], None]
 """Called after each chunk with the number of records it just finished (an increment, so that
@@ -103,32 +107,92 @@ class AttackData:
         return int(self.x.shape[0])
 
 
+class Measure(Enum):
+    """What an attack other than reconstruction compares (the row's ``distance`` column).
+
+    The reconstruction and latent-search attacks use :class:`~attacks.distances.Distance`.
+    """
+
+    PIXEL_L2 = "pixel-l2"
+    """Euclidean distance between records, on raw values (Monte-Carlo)."""
+    PCA_L2 = "pca-l2"
+    """Euclidean distance in a PCA embedding fitted on the reference records (Monte-Carlo)."""
+    PCA_KDE = "pca-kde"
+    """Gaussian kernel densities in a PCA embedding fitted on the reference records (DOMIAS)."""
+    IWAE_BERNOULLI = "iwae-bernoulli"
+    """Importance-weighted log-likelihood bound, Bernoulli decoder (likelihood attack)."""
+    IWAE_GAUSSIAN = "iwae-gaussian"
+    """Importance-weighted log-likelihood bound, Gaussian decoder (likelihood attack)."""
+
+
+class Variant(Enum):
+    """How an attack turns its measurements into a score (the row's ``variant`` column)."""
+
+    MEAN = "mean"
+    """Mean over latent samples (reconstruction, paper 003 Eq. 1)."""
+    SHARE = "share"
+    """Share of generated samples within the eps-ball (Monte-Carlo)."""
+    LOG_DISTANCE = "log-distance"
+    """Mean of log(eps / d) over the samples inside the eps-ball (Monte-Carlo)."""
+    NEAREST = "nearest"
+    """Minus the distance to the nearest generated sample (Monte-Carlo)."""
+    RAW = "raw"
+    """The attack's statistic under the target model alone."""
+    CALIBRATED = "calibrated"
+    """Target statistic minus the mean statistic under the reference models (GAN-Leaks)."""
+    LIRA = "lira-offline"
+    """Offline LiRA, per-record variance: (s - mean_ref) / std_ref (Carlini et al. 2022)."""
+    LIRA_GLOBAL = "lira-offline-global"
+    """Offline LiRA with one variance pooled over the records."""
+    LOG_RATIO = "log-ratio"
+    """log p_gen(x) - log p_ref(x) (DOMIAS)."""
+
+
+class ResultKey(NamedTuple):
+    """Key of one result of :meth:`Attack.run_release`: what was compared and how it was scored."""
+
+    distance: Distance | Measure
+    variant: Variant
+
+
 @dataclass(frozen=True)
 class AttackResult:
     """Raw scores of one attack with one distance; metrics and curves derive from them.
 
     Attributes:
         attack: the attack's registry name, e.g. ``"reconstruction"``.
-        distance: the distance the scores were computed with.
+        distance: the distance the scores were computed with: a :class:`Distance` for the
+            reconstruction and latent-search attacks, a :class:`Measure` for the others.
         scores: (n,) float64 membership scores, higher = more likely a member.
         is_member: (n,) boolean ground truth, aligned with ``scores``.
-        n_samples: latent samples per record (N in paper 003, Eq. 1).
+        n_samples: samples behind each score: latent samples per record (N in paper 003, Eq. 1;
+            K importance samples for the likelihood attack), generated records (Monte-Carlo,
+            DOMIAS), or prior draws (latent search).
+        variant: how the scores were formed (default: the mean over samples, paper 003).
     """
 
     attack: str
-    distance: Distance
+    distance: Distance | Measure
     scores: np.ndarray
     is_member: np.ndarray
     n_samples: int
+    variant: Variant = Variant.MEAN
 
     def __post_init__(self) -> None:
         if not isinstance(self.scores, np.ndarray) or self.scores.ndim != 1:
             raise ValueError(f"scores must be a 1-D numpy array, got {type(self.scores).__name__}")
         _check_membership(self.is_member, self.scores.shape[0])
-        if not isinstance(self.distance, Distance):
-            raise ValueError(f"distance must be a Distance, got {self.distance!r}")
+        if not isinstance(self.distance, (Distance, Measure)):
+            raise ValueError(f"distance must be a Distance or a Measure, got {self.distance!r}")
+        if not isinstance(self.variant, Variant):
+            raise ValueError(f"variant must be a Variant, got {self.variant!r}")
         if self.n_samples < 1:
             raise ValueError(f"n_samples must be at least 1, got {self.n_samples!r}")
+
+    @property
+    def key(self) -> ResultKey:
+        """(distance, variant): this result's key among its attack's results."""
+        return ResultKey(self.distance, self.variant)
 
     def metrics(self) -> AttackMetrics:
         """MI AP, ROC AUC and TPR at FPR 1 % / 0.1 % of these scores."""
@@ -143,10 +207,18 @@ class AttackResult:
         return _precision_recall_curve(self.scores, self.is_member)
 
     def to_row(self) -> dict[str, object]:
-        """A flat dict for the results table: attack, distance, sizes, and the metrics."""
+        """A flat dict for the results table.
+
+        Keys: ``attack`` (registry name), ``distance`` (a :class:`Distance` or :class:`Measure`
+        value, e.g. ``"mse"``, ``"pixel-l2"``), ``variant`` (a :class:`Variant` value, e.g.
+        ``"mean"``, ``"share"``, ``"lira-offline"``), ``attack_samples``, ``attack_members``,
+        ``attack_nonmembers``, then the :class:`AttackMetrics` fields. A row is identified by
+        (attack, distance, variant).
+        """
         return {
             "attack": self.attack,
             "distance": self.distance.value,
+            "variant": self.variant.value,
             "attack_samples": self.n_samples,
             "attack_members": int(self.is_member.sum()),
             "attack_nonmembers": int((~self.is_member).sum()),
@@ -155,17 +227,65 @@ class AttackResult:
 
 
 class Attack(ABC):
-    """A membership-inference attack against a :class:`LatentGenerativeModel`."""
+    """A membership-inference attack: what it needs from a release, and how it scores D_atk.
+
+    Subclasses are frozen, keyword-only dataclasses whose fields are the attack's settings
+    (``seed``, ``device`` and the attack's own knobs, all but ``seed`` with defaults), validated
+    at construction. They declare ``needs`` (capabilities without which the attack cannot run)
+    and ``uses`` (optional capabilities that add variants, e.g. calibration with reference models).
+    """
 
     name: ClassVar[str]
     """Registry name (see :mod:`attacks.registry`)."""
+    needs: ClassVar[frozenset[Capability]]
+    """Capabilities the release must provide (see :mod:`attacks.threat`)."""
+    uses: ClassVar[frozenset[Capability]] = frozenset()
+    """Capabilities read when present, adding variants; never required."""
 
-    @abstractmethod
-    def run(
+    def run_release(
         self,
-        model: LatentGenerativeModel,
+        release: Release,
         data: AttackData,
         *,
         progress: ProgressFn | None = None,
-    ) -> dict[Distance, AttackResult]:
-        """Score every record of ``data``; one result per distance, scores aligned with data."""
+    ) -> dict[ResultKey, AttackResult]:
+        """Score every record of ``data`` with what ``release`` provides.
+
+        Raises ValueError naming the missing capabilities when the release lacks something in
+        ``needs``. Returns one result per (distance, variant), scores aligned with ``data``.
+        """
+        require(self, release)
+        results = self._run(release, data, progress)
+        return {result.key: result for result in results}
+
+    @abstractmethod
+    def _run(
+        self, release: Release, data: AttackData, progress: ProgressFn | None
+    ) -> list[AttackResult]:
+        """The attack proper; ``release`` is known to provide ``needs``."""
+
+
+def check_seed(seed: object) -> None:
+    """Refuse anything but a non-negative int (not a bool) as a seed."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+
+
+def check_positive_ints(**values: object) -> None:
+    """Refuse any value that is not a positive int, naming it."""
+    for label, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+
+
+@contextmanager
+def eval_mode(*modules: object) -> Iterator[None]:
+    """Switch modules that have ``train(mode)`` to eval mode, restoring each one's mode after."""
+    switched = [(m, m.training) for m in modules if hasattr(m, "train") and hasattr(m, "training")]
+    for module, _ in switched:
+        module.train(False)
+    try:
+        yield
+    finally:
+        for module, mode in switched:
+            module.train(mode)

@@ -18,6 +18,7 @@ import torch
 
 from attacks.base import Attack, AttackData, AttackResult, LatentGenerativeModel, ProgressFn
 from attacks.distances import Distance, get_distance
+from attacks.threat import Capability, Release
 
 logger = logging.getLogger(__name__)
 
@@ -81,12 +82,17 @@ class ReconstructionAttack(Attack):
         device: where encoding, decoding and distances run; the model must already live there.
         max_decoded: decoded records held at once; bounds peak memory independently of N.
 
+    Two entry points: ``run(model, data)`` (results keyed by :class:`Distance`, as before) and
+    ``run_release(release, data)`` (the common attack interface, keyed by
+    :class:`~attacks.base.ResultKey`, variant ``mean``); both give the same results.
+
     Notes:
         The attacker uses the encoder and the decoder (white-box access to both halves of the
         VAE); it does not apply to a mechanism that releases the decoder only (paper 002).
     """
 
     name: ClassVar[str] = "reconstruction"
+    needs: ClassVar[frozenset[Capability]] = frozenset({Capability.ENCODER, Capability.DECODER})
 
     seed: int
     n_samples: int = PAPER_N_SAMPLES
@@ -157,6 +163,12 @@ class ReconstructionAttack(Attack):
             )
             for k, distance in enumerate(self.distances)
         }
+
+    def _run(
+        self, release: Release, data: AttackData, progress: ProgressFn | None
+    ) -> list[AttackResult]:
+        """:meth:`run` on the released VAE (the entry point of :meth:`Attack.run_release`)."""
+        return list(self.run(release.model, data, progress=progress).values())
 
     def _mean_distances(
         self, model: LatentGenerativeModel, data: AttackData, progress: ProgressFn | None

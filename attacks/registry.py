@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from attacks.base import Attack
+from attacks.domias import DomiasAttack
+from attacks.latent_search import LatentSearchAttack
+from attacks.likelihood import LikelihoodAttack
+from attacks.monte_carlo import MonteCarloAttack
 from attacks.reconstruction import ReconstructionAttack
 
 _ATTACKS: dict[str, type[Attack]] = {
-    ReconstructionAttack.name: ReconstructionAttack,
+    attack.name: attack
+    for attack in (
+        ReconstructionAttack,
+        MonteCarloAttack,
+        LatentSearchAttack,
+        LikelihoodAttack,
+        DomiasAttack,
+    )
 }
 
 

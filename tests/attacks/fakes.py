@@ -44,6 +44,7 @@ class RandomLinearModel(nn.Module):
         gen = torch.Generator().manual_seed(seed)
         size = int(torch.Size(record_shape).numel())
         self.record_shape = record_shape
+        self.latent_dim = latent_dim
         self.enc = nn.Parameter(torch.randn(size, 2 * latent_dim, generator=gen) / size**0.5)
         self.dec = nn.Parameter(torch.randn(latent_dim, size, generator=gen))
 
@@ -69,3 +70,74 @@ class GaussianIdentityModel(nn.Module):
 
     def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return z.view(-1, *self.record_shape)
+
+
+def uniform_records(n: int, shape: tuple[int, ...], *, seed: int, n_classes: int = 1):
+    """(x, y): n records uniform in [0, 1] of ``shape``, labels cycling over n_classes."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.rand(n, *shape, generator=gen), torch.arange(n) % n_classes
+
+
+def noisy_copies(members: torch.Tensor, *, copies: int, std: float, seed: int) -> torch.Tensor:
+    """``copies`` copies of each member plus Gaussian noise of ``std``, member-major."""
+    gen = torch.Generator().manual_seed(seed)
+    repeated = members.repeat_interleave(copies, dim=0)
+    return repeated + std * torch.randn(repeated.shape, generator=gen)
+
+
+class MemberSpanDecoder(nn.Module):
+    """D(z) = (z / sqrt(d)) @ M with the members as the rows of M: z = sqrt(d) e_j decodes member j
+    exactly (and sits on the norm shell ||z||^2 = d), other records only up to their residual."""
+
+    def __init__(self, members: torch.Tensor) -> None:
+        super().__init__()
+        self.record_shape = tuple(members.shape[1:])
+        self.latent_dim = int(members.shape[0])
+        self.register_buffer("rows", members.flatten(1).clone())
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (z @ self.rows / self.latent_dim**0.5).view(-1, *self.record_shape)
+
+
+class ScaledMemorisingModel(MemorisingModel):
+    """:class:`MemorisingModel` with latents shrunk to (index + 1) * step (0 for non-members), so
+    that the prior p(z) barely differs between members and non-members (likelihood oracle)."""
+
+    def __init__(self, members: torch.Tensor, *, seed: int, step: float = 1e-3) -> None:
+        super().__init__(members, seed=seed)
+        self.step = step
+        self.latent_dim = 1
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mu, logvar = super().encode(x, y)
+        return (mu + 1) * self.step, logvar
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return super().decode(z / self.step - 1, y)
+
+
+class LinearGaussianModel(nn.Module):
+    """p(z) = N(0, I_d), p(x | z) = N(W z, s^2 I_D) with W = c [I_d; 0], and the exact posterior as
+    encoder (diagonal because W's columns are orthogonal), so log p(x) is known in closed form:
+    x ~ N(0, W W^T + s^2 I), variance c^2 + s^2 on the first d coordinates and s^2 on the rest."""
+
+    def __init__(self, *, dim: int, latent_dim: int, scale: float, noise_std: float) -> None:
+        super().__init__()
+        self.dim, self.latent_dim, self.scale, self.noise_std = dim, latent_dim, scale, noise_std
+        self.post_var = 1.0 / (1.0 + scale**2 / noise_std**2)
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        head = x[:, : self.latent_dim]
+        mu = self.post_var * self.scale / self.noise_std**2 * head
+        return mu, torch.full_like(mu, float(torch.log(torch.tensor(self.post_var))))
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        tail = torch.zeros(z.shape[0], self.dim - self.latent_dim, dtype=z.dtype)
+        return torch.cat([self.scale * z, tail], dim=1)
+
+    def log_marginal(self, x: torch.Tensor) -> torch.Tensor:
+        """(n,) exact log p(x)."""
+        var = torch.full((self.dim,), self.noise_std**2, dtype=torch.float64)
+        var[: self.latent_dim] += self.scale**2
+        normal = torch.distributions.Normal(torch.zeros(self.dim, dtype=torch.float64), var.sqrt())
+        return normal.log_prob(x.double()).sum(1)

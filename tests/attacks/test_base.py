@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.base import AttackData, AttackResult, LatentGenerativeModel
+from attacks.base import AttackData, AttackResult, LatentGenerativeModel, Measure, Variant
 from attacks.distances import Distance
 from models.vae import ConditionalConvVAE
 
@@ -70,6 +70,13 @@ def test_result_row_carries_config_and_metrics() -> None:
     assert {"tpr_at_fpr_1pct", "tpr_at_fpr_01pct"} <= row.keys()
 
 
+def test_row_of_a_non_reconstruction_attack_names_measure_and_variant() -> None:
+    row = make_result(attack="monte-carlo", distance=Measure.PCA_L2, variant=Variant.SHARE).to_row()
+    assert (row["attack"], row["distance"], row["variant"]) == ("monte-carlo", "pca-l2", "share")
+    assert list(row)[:3] == ["attack", "distance", "variant"]
+    assert make_result().to_row()["variant"] == "mean"  # the reconstruction attack's default
+
+
 def test_result_curves() -> None:
     result = make_result()
     assert result.roc_curve().tpr[-1] == 1.0
@@ -81,7 +88,8 @@ def test_result_curves() -> None:
     [
         ({"scores": np.zeros(3)}, r"shape \(3,\) to match"),
         ({"scores": [0.1, 0.2, 0.3, 0.4]}, "1-D numpy array"),
-        ({"distance": "mse"}, "distance must be a Distance"),
+        ({"distance": "mse"}, "distance must be a Distance or a Measure"),
+        ({"variant": "share"}, "variant must be a Variant, got 'share'"),
         ({"n_samples": 0}, "n_samples must be at least 1, got 0"),
     ],
 )

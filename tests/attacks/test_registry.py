@@ -13,11 +13,25 @@ def test_reconstruction_is_registered() -> None:
     assert "reconstruction" in available_attacks()
 
 
+def test_all_five_attacks_are_registered_under_their_names() -> None:
+    assert available_attacks() == [
+        "domias",
+        "latent-search",
+        "likelihood",
+        "monte-carlo",
+        "reconstruction",
+    ]
+    for name in available_attacks():
+        assert get_attack(name).name == name
+
+
 def test_unknown_attack_quotes_the_name_and_lists_valid_ones() -> None:
     with pytest.raises(
-        ValueError, match=r"unknown attack 'monte-carlo'; valid attacks: .*reconstr"
+        ValueError,
+        match=r"unknown attack 'gan-leaks'; valid attacks: domias, latent-search, likelihood, "
+        r"monte-carlo, reconstruction",
     ):
-        get_attack("monte-carlo")
+        get_attack("gan-leaks")
 
 
 def test_registering_a_different_class_under_a_taken_name_is_refused() -> None:

@@ -1,0 +1,221 @@
+"""The likelihood attack: the VAE's importance-weighted log-likelihood of each record, with offline
+LiRA calibration against reference VAEs.
+
+Raw score (higher = more likely a member): the IWAE bound (Burda et al. 2016, Eq. 8)
+
+    log p(x | y) >= log (1/K) sum_k p(x | z_k, y) p(z_k) / q(z_k | x, y),   z_k ~ q(z | x, y),
+
+with p(z) = N(0, I), q = N(mu, diag(exp(logvar))) from the encoder, and the decoder likelihood the
+VAE was trained with: ``bernoulli`` (the conv VAE's summed binary cross-entropy, means clamped to
+[1e-6, 1 - 1e-6] as in training: log p = sum x log m + (1 - x) log(1 - m)) or ``gaussian``
+(N(m, sigma^2 I) with ``gaussian_std`` sigma; the series VAE's MSE loss is this up to scale). K = 1
+is the negative of the per-record loss at beta = 1 in expectation (the ELBO).
+
+Calibrated (offline LiRA, Carlini et al. 2022, Section 4.2 and Eq. 4): with the raw scores
+s_1..s_R of the record under R reference VAEs trained without it, fit N(mu_ref, sigma_ref^2) and
+score the one-sided test statistic (s - mu_ref) / sigma_ref (the p-value of the OUT Gaussian is
+monotone in it). ``lira-offline`` uses each record's own sigma_ref (sample std, R >= 2);
+``lira-offline-global`` one sigma for all records, the root mean per-record variance (Carlini et
+al.'s fixed-variance variant for few reference models), or 1 when R = 1, where the score is the
+difference s - s_ref. Carlini et al. rescale a classifier's confidence by a logit first so that it
+is Gaussian; a log-likelihood is used as it is.
+
+Latent noise: record i's K x d standard normals are the first draws of
+:func:`~attacks.reconstruction.record_noise_rng` (seed, i), the same under every model, so scores
+do not depend on the chunking and the reference models see the same noise as the target.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from attacks.base import (
+    Attack,
+    AttackData,
+    AttackResult,
+    LatentGenerativeModel,
+    Measure,
+    ProgressFn,
+    Variant,
+    check_positive_ints,
+    check_seed,
+    eval_mode,
+)
+from attacks.reconstruction import DEFAULT_MAX_DECODED, ChunkPlan, record_noise_rng
+from attacks.threat import Capability, Release
+
+logger = logging.getLogger(__name__)
+
+BERNOULLI_CLAMP = 1e-6
+"""Decoder means are clamped to [c, 1 - c], as in ``models.vae.vae_loss_terms``."""
+LIRA_MIN_STD = 1e-6
+"""Floor of sigma_ref, so that a record every reference model scores alike stays finite."""
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class Likelihood(Enum):
+    """The decoder's likelihood p(x | z, y)."""
+
+    BERNOULLI = "bernoulli"
+    GAUSSIAN = "gaussian"
+
+    @property
+    def measure(self) -> Measure:
+        """The row's distance column for this likelihood."""
+        return Measure.IWAE_BERNOULLI if self is Likelihood.BERNOULLI else Measure.IWAE_GAUSSIAN
+
+
+@dataclass(frozen=True, kw_only=True)
+class LikelihoodAttack(Attack):
+    """Importance-weighted log-likelihood MI attack, offline-LiRA calibrated; see the module docs.
+
+    Attributes:
+        seed: root of the latent noise.
+        device: where encoding and decoding run; the models must already live there.
+        n_importance: importance samples per record, K.
+        likelihood: ``bernoulli`` (images in [0, 1]) or ``gaussian`` (series).
+        gaussian_std: sigma of the Gaussian likelihood.
+        max_decoded: decoded records held at once (as in the reconstruction attack).
+
+    Notes:
+        Needs the whole VAE (encoder and decoder). Reference models must be VAEs too (encode and
+        decode) trained on reference records; the raw variant is always returned, ``lira-offline``
+        when R >= 2 and ``lira-offline-global`` when R >= 1.
+    """
+
+    name: ClassVar[str] = "likelihood"
+    needs: ClassVar[frozenset[Capability]] = frozenset({Capability.ENCODER, Capability.DECODER})
+    uses: ClassVar[frozenset[Capability]] = frozenset({Capability.REFERENCE_MODELS})
+
+    seed: int
+    device: torch.device | str = "cpu"
+    n_importance: int = 64
+    likelihood: Likelihood = Likelihood.BERNOULLI
+    gaussian_std: float = 1.0
+    max_decoded: int = DEFAULT_MAX_DECODED
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed)
+        check_positive_ints(n_importance=self.n_importance, max_decoded=self.max_decoded)
+        try:
+            likelihood = Likelihood(self.likelihood)
+        except ValueError:
+            valid = ", ".join(item.value for item in Likelihood)
+            raise ValueError(
+                f"unknown likelihood {self.likelihood!r}; valid likelihoods: {valid}"
+            ) from None
+        if not self.gaussian_std > 0:
+            raise ValueError(f"gaussian_std must be positive, got {self.gaussian_std!r}")
+        object.__setattr__(self, "likelihood", likelihood)
+        object.__setattr__(self, "device", torch.device(self.device))
+
+    def _run(
+        self, release: Release, data: AttackData, progress: ProgressFn | None
+    ) -> list[AttackResult]:
+        for k, ref in enumerate(release.reference_models):
+            if not callable(getattr(ref, "encode", None)):
+                raise ValueError(
+                    f"the likelihood attack needs reference VAEs with an encoder; "
+                    f"reference_models[{k}] ({type(ref).__name__}) has no encode"
+                )
+        raw = self.log_likelihoods(release.model, data, progress=progress)
+        results = [self._result(raw, Variant.RAW, data)]
+        if release.reference_models:
+            refs = np.stack([self.log_likelihoods(ref, data) for ref in release.reference_models])
+            for variant, scores in lira_offline(raw, refs).items():
+                results.append(self._result(scores, variant, data))
+        return results
+
+    def _result(self, scores: np.ndarray, variant: Variant, data: AttackData) -> AttackResult:
+        return AttackResult(
+            attack=self.name,
+            distance=self.likelihood.measure,
+            variant=variant,
+            scores=scores,
+            is_member=data.is_member,
+            n_samples=self.n_importance,
+        )
+
+    def log_likelihoods(
+        self, model: LatentGenerativeModel, data: AttackData, *, progress: ProgressFn | None = None
+    ) -> np.ndarray:
+        """(n,) float64 IWAE estimates of log p(x | y) under ``model``, in nats."""
+        plan = ChunkPlan.from_budget(n_samples=self.n_importance, max_decoded=self.max_decoded)
+        out = np.empty(data.n_records, dtype=np.float64)
+        with eval_mode(model), torch.inference_mode():
+            for start in range(0, data.n_records, plan.records_per_chunk):
+                stop = min(start + plan.records_per_chunk, data.n_records)
+                x = data.x[start:stop].to(self.device)
+                y = data.y[start:stop].to(self.device)
+                out[start:stop] = self._chunk(model, x, y, plan, first_index=start)
+                if progress is not None:
+                    progress(stop - start)
+        return out
+
+    def _chunk(
+        self,
+        model: LatentGenerativeModel,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        plan: ChunkPlan,
+        *,
+        first_index: int,
+    ) -> np.ndarray:
+        mu, logvar = model.encode(x, y)
+        mu, logvar = mu.double(), logvar.double()
+        std = torch.exp(0.5 * logvar)
+        n_rec, dim = mu.shape
+        streams = [record_noise_rng(self.seed, first_index + i) for i in range(n_rec)]
+        total = torch.full((n_rec,), -math.inf, dtype=torch.float64, device=mu.device)
+        for n_chunk in plan.sample_chunks(self.n_importance):
+            noise = np.stack([s.standard_normal((n_chunk, dim), np.float32) for s in streams])
+            eps = torch.from_numpy(noise).to(mu.device).double()
+            z = mu[:, None, :] + std[:, None, :] * eps
+            recon = model.decode(z.flatten(0, 1).to(x.dtype), y.repeat_interleave(n_chunk))
+            if recon.shape[1:] != x.shape[1:]:
+                raise ValueError(
+                    f"model.decode returned records of shape {tuple(recon.shape[1:])}, "
+                    f"expected {tuple(x.shape[1:])}"
+                )
+            log_px = self._log_px(recon.view(n_rec, n_chunk, -1).double(), x.flatten(1).double())
+            log_pz = -0.5 * z.pow(2).sum(2) - dim * _HALF_LOG_2PI
+            log_qz = -0.5 * eps.pow(2).sum(2) - 0.5 * logvar.sum(1)[:, None] - dim * _HALF_LOG_2PI
+            total = torch.logaddexp(total, torch.logsumexp(log_px + log_pz - log_qz, dim=1))
+        return (total - math.log(self.n_importance)).cpu().numpy()
+
+    def _log_px(self, means: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """(R, S) log p(x | z) of decoder means (R, S, D) for records x (R, D), float64."""
+        target = x[:, None, :]
+        if self.likelihood is Likelihood.BERNOULLI:
+            m = means.clamp(BERNOULLI_CLAMP, 1 - BERNOULLI_CLAMP)
+            return (target * torch.log(m) + (1 - target) * torch.log1p(-m)).sum(2)
+        sigma = self.gaussian_std
+        per_value = -0.5 * ((target - means) / sigma).pow(2) - math.log(sigma) - _HALF_LOG_2PI
+        return per_value.sum(2)
+
+
+def lira_offline(target: np.ndarray, reference: np.ndarray) -> dict[Variant, np.ndarray]:
+    """Offline LiRA statistics of target scores (n,) against reference scores (R, n).
+
+    Returns ``lira-offline`` ((s - mean) / std per record, std with ddof 1, floored at
+    :data:`LIRA_MIN_STD`) when R >= 2, and ``lira-offline-global`` ((s - mean) / sigma with
+    sigma = sqrt(mean over records of the per-record variance), or 1 when R = 1).
+    """
+    if reference.ndim != 2 or reference.shape[1] != target.shape[0] or reference.shape[0] < 1:
+        raise ValueError(
+            f"reference scores must be (R >= 1, {target.shape[0]}), got {reference.shape}"
+        )
+    mean = reference.mean(axis=0)
+    if reference.shape[0] == 1:
+        return {Variant.LIRA_GLOBAL: target - mean}
+    var = reference.var(axis=0, ddof=1)
+    per_record = (target - mean) / np.maximum(np.sqrt(var), LIRA_MIN_STD)
+    pooled = max(float(np.sqrt(var.mean())), LIRA_MIN_STD)
+    return {Variant.LIRA: per_record, Variant.LIRA_GLOBAL: (target - mean) / pooled}
