@@ -135,6 +135,26 @@ def build_run_parser() -> argparse.ArgumentParser:
         "--no-progress", dest="progress", action="store_false", help="hide progress bars"
     )
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv)")
+    ex = p.add_argument_group("where cells run")
+    ex.add_argument(
+        "--executor",
+        default="local",
+        choices=["local", "ray"],
+        help="local: one cell after another in this process (default); ray: each cell is a Ray "
+        "task (pip install -e '.[ray]'); the driver alone writes cells and runs.csv",
+    )
+    ex.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="a running Ray cluster (e.g. auto, ray://host:10001); default: start a local one",
+    )
+    ex.add_argument(
+        "--cell-cpus", type=float, default=None, metavar="N", help="CPUs per cell task (1)"
+    )
+    ex.add_argument(
+        "--cell-gpus", type=float, default=None, metavar="N", help="GPUs per cell task (0)"
+    )
 
     prof = p.add_argument_group("profile overrides (defaults come from --profile)")
     std = PROFILES[ProfileName.STANDARD]
@@ -307,7 +327,27 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         progress=args.progress,
         mech_options=options,
         window_stride=args.window_stride,
+        executor=args.executor,
+        ray=_ray_settings(args),
     )
+
+
+def _ray_settings(args: argparse.Namespace):  # -> RaySettings | None
+    given = {
+        "address": args.ray_address,
+        "cell_cpus": args.cell_cpus,
+        "cell_gpus": args.cell_gpus,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.executor != "ray":
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            flags = flags.replace("--address", "--ray-address")
+            raise ValueError(f"{flags} apply to --executor ray only; add --executor ray")
+        return None
+    from audit.executors import RaySettings
+
+    return RaySettings(**given)
 
 
 def tqdm_progress(*, total: int, desc: str):
@@ -384,6 +424,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # includes DatasetUnavailable: bad input, one line, status 2
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:
+        from audit.sweep import SweepIncomplete
+
+        if not isinstance(exc, SweepIncomplete):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except SystemExit as exc:  # argparse: --help (0) or a usage error already printed (2)
         return exc.code if isinstance(exc.code, int) else 2
     except KeyboardInterrupt:

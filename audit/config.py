@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.datasets import check_dataset_name, resolve_window_stride
+from audit.executors import ExecutorName, RaySettings
 
 
 def _choices(enum: type[Enum]) -> str:
@@ -223,9 +224,16 @@ class SweepConfig:
     progress: bool = True
     mech_options: tuple[tuple[str, Any], ...] = field(default=())
     window_stride: int | None = None
+    executor: ExecutorName = ExecutorName.LOCAL
+    ray: RaySettings | None = None
 
     def __post_init__(self) -> None:
         check_dataset_name(self.dataset)
+        object.__setattr__(self, "executor", parse_enum(ExecutorName, self.executor, "executor"))
+        if self.ray is not None and self.executor is not ExecutorName.RAY:
+            raise ValueError(
+                "--ray-address, --cell-cpus and --cell-gpus apply to --executor ray only"
+            )
         resolve_window_stride(self.dataset, self.window_stride)
         if not self.seeds:
             raise ValueError("at least one seed is required")

@@ -8,6 +8,7 @@ import logging
 import platform
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -19,8 +20,10 @@ import torch
 from audit import io, results
 from audit.config import CellConfig, MechanismName, SweepConfig
 from audit.datasets import Dataset, Split, dataset_modality, load_dataset, stratified_split
+from audit.executors import CellFailed, Executor, ExecutorName, make_executor
 from audit.mechanisms import CellData, Context, Mechanism, available_mechanisms, get_mechanism
 from audit.pipeline import (
+    CellOutcome,
     cell_data,
     classifier_accuracy,
     classifier_settings,
@@ -210,31 +213,54 @@ def _grid(mech: Mechanism, config: SweepConfig, options: dict[str, Any]) -> list
     return [(mech.param_name, value) for value in values]
 
 
-def _acc_real(out: Path, dataset: Dataset, data: CellData, cell: CellConfig, ctx: Context) -> float:
-    """Classifier trained on real D_train (early stop on D_val), tested on D_test; cached."""
-    settings = classifier_settings(cell, ctx.device, "real")
+def _acc_real_key(dataset: Dataset, cell: CellConfig, device: str) -> str:
+    """The cache key of the real-data classifier's accuracy: the data's content, the seed, the
+    training-set cap, the classifier's settings and (windowed data) the stride."""
+    settings = classifier_settings(cell, device, "real")
     stride = cell.option("window_stride")  # other windows are other records
     extra = [] if stride is None else [["window_stride", stride]]
     content = ["data_sha256", dataset.content_hash]  # the data's content, not its name
-    key = json.dumps(
+    return json.dumps(
         [dataset.name, content, cell.seed, cell.profile.max_train, repr(settings), *extra]
     )
-    path = out / "cache" / f"acc_real-{_digest(key)}.json"
-    if path.exists():
-        try:
-            return float(io.read_json(path)["acc_real"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("recomputing damaged cache file %s (%s)", path, exc)
-    acc = classifier_accuracy(
+
+
+def _acc_real_path(out: Path, key: str) -> Path:
+    return out / "cache" / f"acc_real-{_digest(key)}.json"
+
+
+def _cached_acc_real(out: Path, key: str) -> float | None:
+    path = _acc_real_path(out, key)
+    if not path.exists():
+        return None
+    try:
+        return float(io.read_json(path)["acc_real"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("recomputing damaged cache file %s (%s)", path, exc)
+        return None
+
+
+def _compute_acc_real(data: CellData, cell: CellConfig, ctx: Context) -> float:
+    """Classifier trained on real D_train (early stop on D_val), tested on D_test."""
+    return classifier_accuracy(
         data.train,
         data.val,
         data.test,
         num_classes=data.num_classes,
-        settings=settings,
+        settings=classifier_settings(cell, ctx.device, "real"),
         ctx=ctx,
         desc="classifier on real D_train",
     )
-    io.write_json(path, {"key": key, "acc_real": acc})
+
+
+def _acc_real(out: Path, dataset: Dataset, data: CellData, cell: CellConfig, ctx: Context) -> float:
+    """Classifier trained on real D_train (early stop on D_val), tested on D_test; cached."""
+    key = _acc_real_key(dataset, cell, ctx.device)
+    cached = _cached_acc_real(out, key)
+    if cached is not None:
+        return cached
+    acc = _compute_acc_real(data, cell, ctx)
+    io.write_json(_acc_real_path(out, key), {"key": key, "acc_real": acc})
     return acc
 
 
@@ -247,6 +273,7 @@ def run_sweep(
     *,
     progress: ProgressFactory = null_progress,
     command: str | None = None,
+    cell_fn: Callable[..., CellComputed] | None = None,
 ) -> SweepResult:
     """Run (or resume) every cell of ``config``; ``runs.csv`` is rebuilt after each cell.
 
@@ -254,6 +281,11 @@ def run_sweep(
     (:func:`audit.results.claim_run`). Each cell is computed under its lock, so a concurrent
     sweep into the same directory waits for it and then reuses it. ``command``: the command line
     that started the sweep, recorded in each new cell's metadata.
+
+    With ``config.executor`` ray, each pending cell is one Ray task (:mod:`audit.executors`);
+    the driver alone writes cells and ``runs.csv``. A cell whose task died is not recorded, the
+    others are, and :class:`SweepIncomplete` names the missing ones at the end. ``cell_fn``
+    replaces :func:`compute_cell` (tests only: e.g. a worker that dies on its first attempt).
     """
     build_cells(config)  # validates mechanisms and grid values before loading any data
     dataset = load_dataset(  # fails before any write
@@ -274,35 +306,172 @@ def run_sweep(
     io.check_writable_dir(out)
     ctx = Context(device=config.device, progress=progress)
     version = code_version()
-    ran = reused = 0
+    executor = (
+        make_executor(config.executor, config.ray)  # a missing Ray fails here, before any write
+        if config.executor is ExecutorName.RAY
+        else None
+    )
+    failed: list[CellFailed] = []
     with results.sweep_session(out):  # from here on, no other sweep cleans temporary files
         results.claim_run(out, [cell.canonical() for cell, _ in pairs])  # or refuse
         bar = progress(total=len(pairs), desc=f"{config.dataset} cells")
-        for cell, base in pairs:
-            if _reusable(out, cell, config.overwrite):
-                reused += 1
-            else:
-                with results.cell_lock(out, cell.config_hash):
-                    if _reusable(out, cell, config.overwrite):  # a concurrent sweep finished it
-                        reused += 1
-                    else:
-                        data = cell_data(dataset, splits[cell.seed], cell)
-                        acc_real = _acc_real(out, dataset, data, cell, ctx)
-                        _compute(
-                            out,
-                            (cell, base),
-                            data,
-                            acc_real,
-                            ctx=ctx,
-                            version=version,
-                            command=command,
-                        )
-                        ran += 1
-            results.write_csv(out)
-            bar.update(1)
+        if executor is None:
+            ran, reused = _run_local(
+                out, config, pairs, dataset, splits, ctx, version, command, bar
+            )
+        else:
+            jobs = _Jobs(out, config, dataset, splits, version, command)
+            ran, reused, failed = _run_remote(executor, jobs, pairs, bar, cell_fn)
         bar.close()
         csv_path, frame = results.write_csv(out)
+    if failed:
+        names = ", ".join(f"{f.job.cell.config_hash} ({f.error})" for f in failed)
+        raise SweepIncomplete(
+            f"{len(failed)} cell(s) did not finish and were not recorded: {names}; "
+            "rerun the same command to compute them"
+        )
     return SweepResult(out=out, csv_path=csv_path, ran=ran, reused=reused, rows=frame)
+
+
+def _run_local(
+    out: Path,
+    config: SweepConfig,
+    pairs: list[tuple[CellConfig, CellConfig]],
+    dataset: Dataset,
+    splits: dict[int, Split],
+    ctx: Context,
+    version: str,
+    command: str | None,
+    bar: Any,
+) -> tuple[int, int]:
+    """Every cell in this process, each under its lock; returns (ran, reused)."""
+    ran = reused = 0
+    for cell, base in pairs:
+        if _reusable(out, cell, config.overwrite):
+            reused += 1
+        else:
+            with results.cell_lock(out, cell.config_hash):
+                if _reusable(out, cell, config.overwrite):  # a concurrent sweep finished it
+                    reused += 1
+                else:
+                    data = cell_data(dataset, splits[cell.seed], cell)
+                    acc_real = _acc_real(out, dataset, data, cell, ctx)
+                    _compute(
+                        out,
+                        (cell, base),
+                        data,
+                        acc_real,
+                        ctx=ctx,
+                        version=version,
+                        command=command,
+                    )
+                    ran += 1
+        results.write_csv(out)
+        bar.update(1)
+    return ran, reused
+
+
+class SweepIncomplete(RuntimeError):
+    """Some cells' tasks died (after the executor's retries); they were not recorded."""
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """What a worker needs to compute one cell besides the dataset: no paths, no files."""
+
+    cell: CellConfig
+    base: CellConfig
+    split: Split
+    acc_real: float | None  # the driver's cached value, or None: the worker computes it
+    acc_key: str
+    device: str
+    version: str
+    command: str | None
+
+
+@dataclass(frozen=True)
+class CellComputed:
+    """A cell's outcome as it comes back to the driver, which alone writes it."""
+
+    job: CellJob
+    outcome: CellOutcome
+    acc_real: float
+    metadata: dict[str, Any]
+
+
+def compute_cell(job: CellJob, dataset: Dataset, *, threads: int | None = None) -> CellComputed:
+    """Compute one cell without writing anything (the executors' unit of work).
+
+    ``threads``: torch's thread count in this process (a Ray task's ``--cell-cpus``).
+    """
+    if threads is not None:
+        torch.set_num_threads(threads)
+    ctx = Context(device=job.device, progress=null_progress)
+    data = cell_data(dataset, job.split, job.cell)
+    acc_real = job.acc_real if job.acc_real is not None else _compute_acc_real(data, job.cell, ctx)
+    outcome = run_cell(job.cell, data, ctx, acc_real=acc_real, code_version=job.version)
+    for row in outcome.rows:
+        row["baseline_hash"] = job.base.config_hash
+    meta = run_metadata(job.cell, job.device, job.version, job.command)
+    return CellComputed(job=job, outcome=outcome, acc_real=acc_real, metadata=meta)
+
+
+@dataclass(frozen=True)
+class _Jobs:
+    out: Path
+    config: SweepConfig
+    dataset: Dataset
+    splits: dict[int, Split]
+    version: str
+    command: str | None
+
+    def job(self, cell: CellConfig, base: CellConfig) -> CellJob:
+        key = _acc_real_key(self.dataset, cell, self.config.device)
+        return CellJob(
+            cell=cell,
+            base=base,
+            split=self.splits[cell.seed],
+            acc_real=_cached_acc_real(self.out, key),
+            acc_key=key,
+            device=self.config.device,
+            version=self.version,
+            command=self.command,
+        )
+
+
+def _run_remote(
+    executor: Executor,
+    jobs: _Jobs,
+    pairs: list[tuple[CellConfig, CellConfig]],
+    bar: Any,
+    cell_fn: Callable[..., CellComputed] | None,
+) -> tuple[int, int, list[CellFailed]]:
+    """Pending cells through ``executor``; the driver writes each outcome as it arrives, under
+    the cell's lock (a cell another sweep finished meanwhile is kept, ours dropped)."""
+    out, overwrite = jobs.out, jobs.config.overwrite
+    pending = [jobs.job(cell, base) for cell, base in pairs if not _reusable(out, cell, overwrite)]
+    reused = len(pairs) - len(pending)
+    bar.update(reused)
+    ran, failed = 0, []
+    for result in executor.run(pending, jobs.dataset, cell_fn or compute_cell):
+        if isinstance(result, CellFailed):
+            log.error("cell %s failed: %s", result.job.cell.config_hash, result.error)
+            failed.append(result)
+        else:
+            job = result.job
+            with results.cell_lock(out, job.cell.config_hash):
+                if _reusable(out, job.cell, overwrite=False) and not overwrite:
+                    reused += 1
+                else:
+                    if job.acc_real is None:
+                        path = _acc_real_path(out, job.acc_key)
+                        io.write_json(path, {"key": job.acc_key, "acc_real": result.acc_real})
+                    cell_dir = out / CELLS_DIR / job.cell.config_hash
+                    save_outcome(cell_dir, job.cell, result.outcome, result.metadata)
+                    ran += 1
+            results.write_csv(out)
+        bar.update(1)
+    return ran, reused, failed
 
 
 def _compute(

@@ -1,0 +1,150 @@
+"""Where cells run: in this process (the default) or as Ray tasks on a cluster.
+
+An executor takes the sweep's pending cells and yields each one's outcome as it finishes. It
+never writes: the driver (:func:`audit.sweep.run_sweep`) alone writes cell directories and
+``runs.csv``, so workers need no shared file system and a rerun resumes the same way whichever
+executor ran the first attempt. A cell whose task died (worker killed, node lost, after Ray's
+retries) comes back as :class:`CellFailed`, is not written, and so is rerun next time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+RAY_EXTRA = "pip install -e '.[ray]'"
+
+
+class ExecutorName(str, Enum):
+    LOCAL = "local"
+    RAY = "ray"
+
+
+@dataclass(frozen=True)
+class CellFailed:
+    """A cell whose computation did not finish; nothing of it is written."""
+
+    job: Any
+    error: str
+
+
+class CellFn(Protocol):
+    """Computes one cell's outcome from its job and the dataset; must not write files."""
+
+    def __call__(self, job: Any, dataset: Any, *, threads: int | None) -> Any: ...
+
+
+class Executor(Protocol):
+    def run(
+        self, jobs: Iterable[Any], dataset: Any, compute: CellFn
+    ) -> Iterator[Any | CellFailed]: ...
+
+
+class LocalExecutor:
+    """Cells one after another in this process; an exception stops the sweep (after the cells
+    already yielded were written)."""
+
+    def run(self, jobs: Iterable[Any], dataset: Any, compute: CellFn) -> Iterator[Any]:
+        for job in jobs:
+            yield compute(job, dataset, threads=None)
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """``address``: a running cluster (``ray://host:10001``, ``auto``) or None to start a
+    local Ray instance; ``cell_cpus``/``cell_gpus``: resources each cell's task requests
+    (torch in the task uses ``cell_cpus`` threads); ``max_retries``: reruns of a task whose
+    worker died (Ray's system-failure retries; an exception raised by the cell's own code is not
+    retried)."""
+
+    address: str | None = None
+    cell_cpus: float = 1.0
+    cell_gpus: float = 0.0
+    max_retries: int = 2
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.cell_cpus) and self.cell_cpus > 0):
+            raise ValueError(f"--cell-cpus must be a positive number, got {self.cell_cpus!r}")
+        if not (math.isfinite(self.cell_gpus) and self.cell_gpus >= 0):
+            raise ValueError(f"--cell-gpus must be a non-negative number, got {self.cell_gpus!r}")
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError(
+                f"max_retries must be a non-negative integer, got {self.max_retries!r}"
+            )
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a ValueError naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(
+            f"--executor ray needs Ray, which is not installed; install the extra: {RAY_EXTRA}"
+        ) from None
+    return ray
+
+
+def _remote_cell(compute: CellFn, job: Any, dataset: Any, threads: int) -> Any:
+    return compute(job, dataset, threads=threads)
+
+
+class RayExecutor:
+    """Each cell is one Ray task; outcomes come back to the driver as they finish.
+
+    The dataset is put into Ray's object store once and shared by every task. A task that dies
+    (``WorkerCrashedError``, ``NodeDiedError``, ``OwnerDiedError``) is retried up to
+    ``max_retries`` times by Ray; if it still fails it is yielded as :class:`CellFailed`. An
+    exception raised by the cell's code itself (``RayTaskError``) is yielded as
+    :class:`CellFailed` too, with its message.
+    """
+
+    def __init__(self, settings: RaySettings, *, init: Callable[..., Any] | None = None) -> None:
+        self.settings = settings
+        self.ray = import_ray()
+        self._init = init
+
+    def _ensure_running(self) -> None:
+        if self.ray.is_initialized():
+            return
+        kwargs: dict[str, Any] = {"log_to_driver": True}
+        if self.settings.address is not None:
+            kwargs["address"] = self.settings.address
+        else:  # a local instance: loopback only, no dashboard
+            kwargs.update(include_dashboard=False, _node_ip_address="127.0.0.1")
+        log.info("starting Ray (%s)", self.settings.address or "a local instance")
+        self.ray.init(**kwargs)
+
+    def run(self, jobs: Iterable[Any], dataset: Any, compute: CellFn) -> Iterator[Any | CellFailed]:
+        ray = self.ray
+        self._ensure_running()
+        threads = max(1, int(self.settings.cell_cpus))
+        task = ray.remote(
+            num_cpus=self.settings.cell_cpus,
+            num_gpus=self.settings.cell_gpus,
+            max_retries=self.settings.max_retries,
+            retry_exceptions=False,
+        )(_remote_cell)
+        data_ref = ray.put(dataset)
+        pending = {task.remote(compute, job, data_ref, threads): job for job in jobs}
+        log.info("submitted %d cell(s) to Ray", len(pending))
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                job = pending.pop(ref)
+                try:
+                    yield ray.get(ref)
+                except ray.exceptions.RayError as exc:  # died after retries, or raised
+                    message = str(exc).strip().splitlines()
+                    yield CellFailed(job=job, error=message[-1] if message else repr(exc))
+
+
+def make_executor(name: ExecutorName, ray_settings: RaySettings | None = None) -> Executor:
+    if name is ExecutorName.LOCAL:
+        return LocalExecutor()
+    return RayExecutor(ray_settings or RaySettings())
