@@ -308,12 +308,17 @@ def test_the_committed_thresholds_are_calibrated_and_can_fail(tmp_path):
     path = ROOT / "results" / "thresholds.json"
     thresholds = load_thresholds(path)
     assert all(t.profile == "quick" for t in thresholds)
-    runs = {"lfw-subset": "from 5 run(s)", "basicmotions": "from 3 run(s)"}  # images, series
+    # lfw-subset: seeds 0-2 of every cell (and seed 3 of the first cells); series: CI's cells
+    runs = {"lfw-subset": ("from 3 run(s)", "from 4 run(s)"), "basicmotions": ("from 3 run(s)",)}
+    mechs = {
+        "lfw-subset": {"none", "cdp", "cdp-termwise", "ldp", "vae-ldp"},
+        "basicmotions": {"none", "cdp", "ldp"},
+    }
     assert {t.dataset for t in thresholds} == set(runs)
     for dataset, calibrated in runs.items():
         mine = [t for t in thresholds if t.dataset == dataset]
-        assert all(calibrated in t.margin_source for t in mine)
-        assert {t.mech for t in mine} == {"none", "cdp", "cdp-termwise", "ldp", "vae-ldp"}
+        assert all(any(c in t.margin_source for c in calibrated) for t in mine)
+        assert {t.mech for t in mine} == mechs[dataset]
     assert {t.distance for t in thresholds if t.dataset == "basicmotions"} == {"mse"}
     assert all((t.min_mi_ap is not None) == (t.mech == "none") for t in thresholds)
     inside = write_runs(tmp_path / "in", _committed_limits_as_rows(thresholds, shift=-0.005))
