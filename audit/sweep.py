@@ -253,17 +253,6 @@ def _compute_acc_real(data: CellData, cell: CellConfig, ctx: Context) -> float:
     )
 
 
-def _acc_real(out: Path, dataset: Dataset, data: CellData, cell: CellConfig, ctx: Context) -> float:
-    """Classifier trained on real D_train (early stop on D_val), tested on D_test; cached."""
-    key = _acc_real_key(dataset, cell, ctx.device)
-    cached = _cached_acc_real(out, key)
-    if cached is not None:
-        return cached
-    acc = _compute_acc_real(data, cell, ctx)
-    io.write_json(_acc_real_path(out, key), {"key": key, "acc_real": acc})
-    return acc
-
-
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -304,7 +293,6 @@ def run_sweep(
     validate_against_data(config, dataset, splits)
     out = Path(config.out)
     io.check_writable_dir(out)
-    ctx = Context(device=config.device, progress=progress)
     version = code_version()
     executor = (
         make_executor(config.executor, config.ray)  # a missing Ray fails here, before any write
@@ -315,12 +303,10 @@ def run_sweep(
     with results.sweep_session(out):  # from here on, no other sweep cleans temporary files
         results.claim_run(out, [cell.canonical() for cell, _ in pairs])  # or refuse
         bar = progress(total=len(pairs), desc=f"{config.dataset} cells")
+        jobs = _Jobs(out, config, dataset, splits, version, command)
         if executor is None:
-            ran, reused = _run_local(
-                out, config, pairs, dataset, splits, ctx, version, command, bar
-            )
+            ran, reused = _run_local(jobs, pairs, progress, bar)
         else:
-            jobs = _Jobs(out, config, dataset, splits, version, command)
             ran, reused, failed = _run_remote(executor, jobs, pairs, bar, cell_fn)
         bar.close()
         csv_path, frame = results.write_csv(out)
@@ -334,37 +320,20 @@ def run_sweep(
 
 
 def _run_local(
-    out: Path,
-    config: SweepConfig,
-    pairs: list[tuple[CellConfig, CellConfig]],
-    dataset: Dataset,
-    splits: dict[int, Split],
-    ctx: Context,
-    version: str,
-    command: str | None,
-    bar: Any,
+    jobs: _Jobs, pairs: list[tuple[CellConfig, CellConfig]], progress: ProgressFactory, bar: Any
 ) -> tuple[int, int]:
-    """Every cell in this process, each under its lock; returns (ran, reused)."""
+    """Every cell in this process, each computed under its lock; returns (ran, reused)."""
+    out, overwrite = jobs.out, jobs.config.overwrite
     ran = reused = 0
     for cell, base in pairs:
-        if _reusable(out, cell, config.overwrite):
+        if _reusable(out, cell, overwrite):
             reused += 1
         else:
             with results.cell_lock(out, cell.config_hash):
-                if _reusable(out, cell, config.overwrite):  # a concurrent sweep finished it
+                if _reusable(out, cell, overwrite):  # a concurrent sweep finished it
                     reused += 1
                 else:
-                    data = cell_data(dataset, splits[cell.seed], cell)
-                    acc_real = _acc_real(out, dataset, data, cell, ctx)
-                    _compute(
-                        out,
-                        (cell, base),
-                        data,
-                        acc_real,
-                        ctx=ctx,
-                        version=version,
-                        command=command,
-                    )
+                    _save(out, compute_cell(jobs.job(cell, base), jobs.dataset, progress=progress))
                     ran += 1
         results.write_csv(out)
         bar.update(1)
@@ -399,14 +368,28 @@ class CellComputed:
     metadata: dict[str, Any]
 
 
-def compute_cell(job: CellJob, dataset: Dataset, *, threads: int | None = None) -> CellComputed:
-    """Compute one cell without writing anything (the executors' unit of work).
+def compute_cell(
+    job: CellJob,
+    dataset: Dataset,
+    *,
+    threads: int | None = None,
+    progress: ProgressFactory = null_progress,
+) -> CellComputed:
+    """Compute one cell without writing anything (the unit of work of both executors).
 
     ``threads``: torch's thread count in this process (a Ray task's ``--cell-cpus``).
     """
     if threads is not None:
         torch.set_num_threads(threads)
-    ctx = Context(device=job.device, progress=null_progress)
+    log.info(
+        "running cell %s: %s %s=%s seed %d",
+        job.cell.config_hash,
+        job.cell.mech.value,
+        job.cell.param_name,
+        job.cell.param_value,
+        job.cell.seed,
+    )
+    ctx = Context(device=job.device, progress=progress)
     data = cell_data(dataset, job.split, job.cell)
     acc_real = job.acc_real if job.acc_real is not None else _compute_acc_real(data, job.cell, ctx)
     outcome = run_cell(job.cell, data, ctx, acc_real=acc_real, code_version=job.version)
@@ -460,45 +443,25 @@ def _run_remote(
         else:
             job = result.job
             with results.cell_lock(out, job.cell.config_hash):
-                if _reusable(out, job.cell, overwrite=False) and not overwrite:
+                if _reusable(out, job.cell, overwrite):  # another sweep finished it meanwhile
                     reused += 1
                 else:
-                    if job.acc_real is None:
-                        path = _acc_real_path(out, job.acc_key)
-                        io.write_json(path, {"key": job.acc_key, "acc_real": result.acc_real})
-                    cell_dir = out / CELLS_DIR / job.cell.config_hash
-                    save_outcome(cell_dir, job.cell, result.outcome, result.metadata)
+                    _save(out, result)
                     ran += 1
             results.write_csv(out)
         bar.update(1)
     return ran, reused, failed
 
 
-def _compute(
-    out: Path,
-    pair: tuple[CellConfig, CellConfig],
-    data: CellData,
-    acc_real: float,
-    *,
-    ctx: Context,
-    version: str,
-    command: str | None,
-) -> None:
-    """Run one cell (``pair``: it and its baseline) and save it under ``out/cells``."""
-    cell, base = pair
-    log.info(
-        "running cell %s: %s %s=%s seed %d",
-        cell.config_hash,
-        cell.mech.value,
-        cell.param_name,
-        cell.param_value,
-        cell.seed,
-    )
-    outcome = run_cell(cell, data, ctx, acc_real=acc_real, code_version=version)
-    for row in outcome.rows:
-        row["baseline_hash"] = base.config_hash
-    meta = run_metadata(cell, ctx.device, version, command)
-    save_outcome(out / CELLS_DIR / cell.config_hash, cell, outcome, meta)
+def _save(out: Path, computed: CellComputed) -> None:
+    """Write a computed cell under ``out/cells`` (``rows.json`` last) and, where the worker
+    computed it, the real-data classifier's accuracy into the cache."""
+    job = computed.job
+    if job.acc_real is None:
+        path = _acc_real_path(out, job.acc_key)
+        io.write_json(path, {"key": job.acc_key, "acc_real": computed.acc_real})
+    cell_dir = out / CELLS_DIR / job.cell.config_hash
+    save_outcome(cell_dir, job.cell, computed.outcome, computed.metadata)
 
 
 def _reusable(out: Path, cell: CellConfig, overwrite: bool) -> bool:
