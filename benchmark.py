@@ -360,8 +360,8 @@ def run_main(argv: Sequence[str]) -> int:
     args = build_run_parser().parse_args(argv)
     _configure_logging(args.verbose)
     config = config_from_args(args)
-    from audit.progress import null_progress
     from audit.sweep import run_sweep
+    from core.progress import null_progress
 
     _check_device_available(config.device)
     result = run_sweep(

@@ -4,7 +4,6 @@ from attacks.base import (
     Attack,
     AttackData,
     AttackResult,
-    LatentGenerativeModel,
     Measure,
     ProgressFn,
     ResultKey,
@@ -25,7 +24,15 @@ from attacks.metrics import (
 from attacks.monte_carlo import MonteCarloAttack
 from attacks.reconstruction import ReconstructionAttack
 from attacks.registry import available_attacks, get_attack, register_attack
-from attacks.threat import Capability, LatentDecoder, Records, Release, applicable, require
+from attacks.threat import (
+    Capability,
+    LatentDecoder,
+    LatentGenerativeModel,
+    Records,
+    Release,
+    applicable,
+    require,
+)
 from attacks.worst_case import WorstCase, held_out_worst_case
 
 __all__ = [

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -27,29 +27,6 @@ from attacks.threat import Capability, Release, require
 ProgressFn = Callable[[int], None]
 """Called after each chunk with the number of records it just finished (an increment, so that
 ``tqdm(total=n).update`` can be passed as is); the increments sum to n."""
-
-
-@runtime_checkable
-class LatentGenerativeModel(Protocol):
-    """A conditional latent-variable generative model, as the attacks see it (e.g. a VAE).
-
-    ``torch.nn.Module`` subclasses provide ``training`` and ``train``; the attacks switch the
-    model to eval mode while they run and restore its mode afterwards.
-    """
-
-    training: bool
-
-    def train(self, mode: bool = True) -> object:
-        """Set training mode (``nn.Module.train``)."""
-        ...
-
-    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mu, logvar) of q(z | x, y), each (B, latent_dim), for x (B, *shape) and y (B,)."""
-        ...
-
-    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Reconstructions (B, *shape) from latents z (B, latent_dim) and labels y (B,) int64."""
-        ...
 
 
 def _check_membership(is_member: np.ndarray, n_records: int) -> None:

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from enum import Enum
 
 import numpy as np
 import torch
+
+from core.records import Modality
 
 try:
     import numba
@@ -736,3 +738,28 @@ def get_distance(name: str | Distance) -> Distance:
         raise ValueError(
             f"unknown distance {name!r}; valid distances: {', '.join(available_distances())}"
         ) from None
+
+
+#: The distances the reconstruction attack uses per record modality: SSIM is an image measure
+#: (paper 003 uses MSE and SSIM on images, MSE on sensor series).
+MODALITY_DISTANCES: dict[Modality, tuple[Distance, ...]] = {
+    Modality.IMAGE: (Distance.MSE, Distance.SSIM),
+    Modality.SERIES: (Distance.MSE,),
+}
+
+
+def distances_for(
+    modality: Modality, requested: Sequence[Distance | str] | None = None
+) -> tuple[Distance, ...]:
+    """The distances for records of ``modality``: ``requested`` (validated) or all that apply."""
+    allowed = MODALITY_DISTANCES[Modality(modality)]
+    if requested is None:
+        return allowed
+    chosen = tuple(get_distance(d) for d in requested)
+    refused = [d.value for d in chosen if d not in allowed]
+    if refused:
+        raise ValueError(
+            f"distance(s) {refused} do not apply to {Modality(modality).value} records; "
+            f"choose from: {', '.join(d.value for d in allowed)}"
+        )
+    return chosen

@@ -40,7 +40,6 @@ from attacks.base import (
     Attack,
     AttackData,
     AttackResult,
-    LatentGenerativeModel,
     Measure,
     ProgressFn,
     Variant,
@@ -49,7 +48,7 @@ from attacks.base import (
     eval_mode,
 )
 from attacks.reconstruction import DEFAULT_MAX_DECODED, ChunkPlan, record_noise_rng
-from attacks.threat import Capability, Release
+from attacks.threat import Capability, LatentGenerativeModel, Release
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from attacks.base import Attack, AttackData, AttackResult, LatentGenerativeModel, ProgressFn
+from attacks.base import Attack, AttackData, AttackResult, ProgressFn
 from attacks.distances import Distance, get_distance
-from attacks.threat import Capability, Release
+from attacks.threat import Capability, LatentGenerativeModel, Release
 
 logger = logging.getLogger(__name__)
 

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import torch
-
-if TYPE_CHECKING:
-    from attacks.base import Attack, LatentGenerativeModel
 
 
 class Capability(Enum):
@@ -32,6 +29,36 @@ class Capability(Enum):
     """Records from the population, in neither D_train nor D_atk."""
     REFERENCE_MODELS = "reference-models"
     """Models of the target's kind trained on reference records (calibration, offline LiRA)."""
+
+
+@runtime_checkable
+class LatentGenerativeModel(Protocol):
+    """A conditional latent-variable generative model, as the attacks see it (e.g. a VAE).
+
+    ``torch.nn.Module`` subclasses provide ``training`` and ``train``; the attacks switch the
+    model to eval mode while they run and restore its mode afterwards.
+    """
+
+    training: bool
+
+    def train(self, mode: bool = True) -> object:
+        """Set training mode (``nn.Module.train``)."""
+        ...
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mu, logvar) of q(z | x, y), each (B, latent_dim), for x (B, *shape) and y (B,)."""
+        ...
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Reconstructions (B, *shape) from latents z (B, latent_dim) and labels y (B,) int64."""
+        ...
+
+
+class Threat(Protocol):
+    """What :func:`missing` reads of an attack (class or instance): its name and needs."""
+
+    name: ClassVar[str]
+    needs: ClassVar[frozenset[Capability]]
 
 
 @runtime_checkable
@@ -156,17 +183,17 @@ class Release:
         return frozenset(cap for cap, ok in present.items() if ok)
 
 
-def missing(attack: type[Attack] | Attack, release: Release) -> frozenset[Capability]:
+def missing(attack: Threat, release: Release) -> frozenset[Capability]:
     """The capabilities ``attack`` needs that ``release`` lacks (empty when it applies)."""
     return frozenset(attack.needs - release.capabilities)
 
 
-def applicable(attack: type[Attack] | Attack, release: Release) -> bool:
+def applicable(attack: Threat, release: Release) -> bool:
     """Whether ``release`` provides everything ``attack`` needs."""
     return not missing(attack, release)
 
 
-def require(attack: type[Attack] | Attack, release: Release) -> None:
+def require(attack: Threat, release: Release) -> None:
     """Raise a ValueError naming what ``attack`` needs and ``release`` lacks."""
     lacking = missing(attack, release)
     if lacking:

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.datasets import Dataset, DatasetUnavailable, Modality
+from audit.datasets import Dataset, DatasetUnavailable
 from audit.series import GYRO_RAD_S, ChannelScaler, G
+from core.records import Modality
 
 log = logging.getLogger(__name__)
 

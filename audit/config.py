@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
@@ -13,30 +12,7 @@ from typing import Any
 
 from audit.datasets import check_dataset_name, resolve_window_stride
 from audit.executors import ExecutorName, RaySettings
-
-
-def _choices(enum: type[Enum]) -> str:
-    return ", ".join(m.value for m in enum)
-
-
-def parse_enum(enum: type[Enum], value: str, what: str) -> Any:
-    """Look up an Enum member by value; the ValueError quotes the value and the allowed ones."""
-    try:
-        return enum(value)
-    except ValueError:
-        raise ValueError(f"unknown {what} {value!r}; choose one of: {_choices(enum)}") from None
-
-
-DEVICE_PATTERN = re.compile(r"cpu|cuda(:(0|[1-9][0-9]*))?")
-
-
-def check_device_name(device: str) -> str:
-    """``device`` if it is ``cpu``, ``cuda`` or ``cuda:N`` (N a non-negative integer)."""
-    if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
-        raise ValueError(
-            f"unknown device {device!r}; choose cpu, cuda or cuda:N (N a non-negative integer)"
-        )
-    return device
+from core.validation import check_device_name, parse_enum
 
 
 class MechanismName(str, Enum):

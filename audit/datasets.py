@@ -14,14 +14,14 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from audit.seeding import Purpose, derive_seed
 from audit.series import ChannelScaler
+from core.records import Modality
+from core.seeding import Purpose, derive_seed
 
 log = logging.getLogger(__name__)
 
@@ -30,26 +30,6 @@ NPZ_PREFIX = "npz:"
 
 class DatasetUnavailable(ValueError):
     """The data cannot be loaded here (not downloaded, unreachable, malformed)."""
-
-
-class Modality(str, Enum):
-    """What a record is: an image (C, H, W) or a multichannel sensor series (T, F)."""
-
-    IMAGE = "image"
-    SERIES = "series"
-
-
-RECORD_DIMS = {Modality.IMAGE: 3, Modality.SERIES: 2}
-
-
-def record_modality(shape: tuple[int, ...]) -> Modality:
-    """The modality of records of ``shape``: (C, H, W) is an image, (T, F) a series."""
-    for modality, dims in RECORD_DIMS.items():
-        if len(shape) == dims:
-            return modality
-    raise ValueError(
-        f"records of shape {tuple(shape)} are neither images (C, H, W) nor series (T, F)"
-    )
 
 
 @dataclass(frozen=True)

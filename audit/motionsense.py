@@ -42,8 +42,9 @@ import numpy as np
 import pandas as pd
 
 from audit import io
-from audit.datasets import Dataset, DatasetUnavailable, Modality
+from audit.datasets import Dataset, DatasetUnavailable
 from audit.series import GYRO_RAD_S, ChannelScaler, windows
+from core.records import Modality
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,13 @@ import numpy as np
 import torch
 
 from attacks import AttackData, get_attack
+from attacks.distances import distances_for
 from audit import io
 from audit.config import CellConfig
-from audit.datasets import Dataset, Modality, Split
+from audit.datasets import Dataset, Split
 from audit.mechanisms import CellData, Context, get_mechanism
-from audit.seeding import Purpose, derive_seed, numpy_rng, torch_generator
+from core.records import Modality
+from core.seeding import Purpose, derive_seed, numpy_rng, torch_generator
 from models.factory import Generation, model_family
 from models.training import (
     ClassifierSettings,
@@ -285,7 +287,7 @@ def run_cell(
     atk_data = attack_set(data, cell)
     attack = get_attack("reconstruction")(
         n_samples=cell.profile.attack_samples,
-        distances=family.attack_distances(),
+        distances=distances_for(family.modality),
         seed=derive_seed(cell.seed, Purpose.ATTACK),
         device=ctx.device,
     )

@@ -27,12 +27,13 @@ from torch import nn
 
 from audit import io
 from audit.config import CellConfig, MechanismName, Profile
-from audit.datasets import Dataset, Modality, dataset_modality, load_dataset, stratified_split
+from audit.datasets import Dataset, dataset_modality, load_dataset, stratified_split
 from audit.pipeline import attack_set, cell_data, generate
 from audit.plots import image_grid, series_grid
 from audit.results import CELLS_DIR
-from audit.seeding import Purpose, torch_generator
 from audit.stats import format_epsilon
+from core.records import Modality
+from core.seeding import Purpose, torch_generator
 from models.factory import Generation, model_family
 from models.lstm_vae import without_dp_lstm_aliases
 from models.training import Pair

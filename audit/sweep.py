@@ -30,8 +30,8 @@ from audit.pipeline import (
     run_cell,
     save_outcome,
 )
-from audit.progress import ProgressFactory, null_progress
 from audit.results import CELLS_DIR, RUNS_CSV
+from core.progress import ProgressFactory, null_progress
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from audit.pipeline import (
     gen_labels,
     generate,
 )
-from audit.progress import null_progress
-from audit.seeding import Purpose, derive_seed
+from core.progress import null_progress
+from core.seeding import Purpose, derive_seed
 from models.factory import model_family
 from models.training import holdout_split
 

@@ -28,9 +28,9 @@ from opacus.grad_sample import (
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch import nn
 
-from audit.privacy.cdp import dp_sgd_steps
-from audit.privacy.termwise import standard_dp_noise_std_with_batch_term
-from audit.progress import ProgressFactory, null_progress
+from core.progress import ProgressFactory, null_progress
+from core.schedule import dp_sgd_steps
+from core.validation import check_non_negative, check_positive, check_positive_int
 from models.bk_clipping import CLIP_EPS, BookKeepingGradients, ClippedSum
 from models.training import Pair, TrainHistory, VAETrainSettings, record_validation
 from models.training import vae_per_example_loss as _vae_per_example_loss
@@ -79,6 +79,28 @@ class GradSampleMode(str, Enum):
 #: ghost 3.3x, hooks 3.3-3.6x, functorch 3.4-3.9x. On the LSTM VAE (DPLSTM) bk's clipped sum
 #: costs about 1.1x a non-private step, ew's 4.5x.
 DEFAULT_GRAD_SAMPLE_MODE = GradSampleMode.BK
+
+
+def standard_dp_noise_std_with_batch_term(
+    *, batch_size: int, clip_norm: float, noise_multiplier: float
+) -> float:
+    """Noise std a standard DP-Adam step must add when every example's loss has a batch-wise term.
+
+    Paper 004 (Table 1, micro aggregation) counts the sensitivity of the summed clipped gradients
+    of ``phi(x_i) + psi(batch)`` as B*C. Under add/remove adjacency, removing one record drops
+    its own clipped gradient (C) and can move each of the other B - 1 clipped gradients anywhere
+    in the C ball (2C each), so the sensitivity is (2B - 1) C, and the std returned here is
+    ``noise_multiplier * (2 * batch_size - 1) * clip_norm``, which is never smaller than the
+    paper's ``noise_multiplier * B * C``.
+
+    Notes:
+        ``batch_size`` must bound the realised batch: Poisson batches vary in size, so a run must
+        cap (truncate) its batches at this size or refuse, never silently under-noise.
+    """
+    b = check_positive_int("batch_size", batch_size)
+    c = check_positive("clip_norm", clip_norm)
+    z = check_non_negative("noise_multiplier", noise_multiplier)
+    return z * (2 * b - 1) * c
 
 
 def per_unit_norms(grads: Sequence[torch.Tensor]) -> torch.Tensor:

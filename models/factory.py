@@ -15,9 +15,7 @@ from typing import ClassVar
 
 from torch import nn
 
-from attacks import Distance
-from attacks.distances import get_distance
-from audit.datasets import Modality, record_modality
+from core.records import Modality, record_modality
 from models.classifier import SmallCNN
 from models.har_cnn import HarCNN
 from models.lstm_vae import LstmVAE, fuse_lstms
@@ -44,7 +42,6 @@ class ModelFamily(ABC):
 
     modality: ClassVar[Modality]
     generation: ClassVar[Generation]
-    distances: ClassVar[tuple[Distance, ...]]
 
     record_shape: tuple[int, ...]
     num_classes: int
@@ -60,7 +57,7 @@ class ModelFamily(ABC):
         """
 
     @abstractmethod
-    def perturbation_vae(self, *, latent_dim: int, sigma: float) -> nn.Module:
+    def perturbation_vae(self, *, latent_dim: int, sigma: float, mean_bound: float) -> nn.Module:
         """A fresh VAE-LDP perturbation model with the target's architecture (trained without
         per-example gradients, so in its fast implementation)."""
 
@@ -73,28 +70,11 @@ class ModelFamily(ABC):
     def classifier(self) -> nn.Module:
         """A fresh target classifier: records (B, *record_shape) -> logits (B, num_classes)."""
 
-    def attack_distances(
-        self, requested: Sequence[Distance | str] | None = None
-    ) -> tuple[Distance, ...]:
-        """The attack's distances: ``requested`` (validated for this modality) or all that apply."""
-        if requested is None:
-            return self.distances
-        chosen = tuple(get_distance(d) for d in requested)
-        refused = [d.value for d in chosen if d not in self.distances]
-        if refused:
-            allowed = ", ".join(d.value for d in self.distances)
-            raise ValueError(
-                f"distance(s) {refused} do not apply to {self.modality.value} records; "
-                f"choose from: {allowed}"
-            )
-        return chosen
-
 
 @dataclass(frozen=True)
 class ImageModels(ModelFamily):
     modality = Modality.IMAGE
     generation = Generation.PRIOR
-    distances = (Distance.MSE, Distance.SSIM)
 
     def target_vae(
         self, *, latent_dim: int, per_example_gradients: bool = True
@@ -108,7 +88,9 @@ class ImageModels(ModelFamily):
             latent_dim=latent_dim,
         )
 
-    def perturbation_vae(self, *, latent_dim: int, sigma: float) -> PerturbationVAE:
+    def perturbation_vae(
+        self, *, latent_dim: int, sigma: float, mean_bound: float
+    ) -> PerturbationVAE:
         channels, height, width = self.record_shape
         return PerturbationVAE(
             channels=channels,
@@ -117,6 +99,7 @@ class ImageModels(ModelFamily):
             num_classes=self.num_classes,
             latent_dim=latent_dim,
             sigma=sigma,
+            mean_bound=mean_bound,
         )
 
     def classifier(self) -> SmallCNN:
@@ -127,7 +110,6 @@ class ImageModels(ModelFamily):
 class SeriesModels(ModelFamily):
     modality = Modality.SERIES
     generation = Generation.CLASS_LATENT
-    distances = (Distance.MSE,)
 
     def target_vae(self, *, latent_dim: int, per_example_gradients: bool = True) -> LstmVAE:
         length, features = self.record_shape
@@ -139,7 +121,9 @@ class SeriesModels(ModelFamily):
             per_example_gradients=per_example_gradients,
         )
 
-    def perturbation_vae(self, *, latent_dim: int, sigma: float) -> PerturbationLstmVAE:
+    def perturbation_vae(
+        self, *, latent_dim: int, sigma: float, mean_bound: float
+    ) -> PerturbationLstmVAE:
         length, features = self.record_shape
         return PerturbationLstmVAE(
             length=length,
@@ -147,6 +131,7 @@ class SeriesModels(ModelFamily):
             num_classes=self.num_classes,
             latent_dim=latent_dim,
             sigma=sigma,
+            mean_bound=mean_bound,
             per_example_gradients=False,
         )
 

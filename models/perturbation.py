@@ -16,8 +16,7 @@ from enum import Enum
 
 import torch
 
-from audit.config import parse_enum
-from audit.privacy.vae_ldp import MEAN_BOUND
+from core.validation import parse_enum
 from models.lstm_vae import PAPER_HIDDEN, LstmVAE
 from models.vae import ConditionalConvVAE
 
@@ -169,7 +168,7 @@ class PerturbationVAE(NoiseBound, ConditionalConvVAE):
         num_classes: int,
         sigma: float,
         latent_dim: int = 100,
-        mean_bound: float = MEAN_BOUND,
+        mean_bound: float,
     ) -> None:
         check_noise_bound(sigma, mean_bound)
         super().__init__(
@@ -201,7 +200,7 @@ class PerturbationLstmVAE(NoiseBound, LstmVAE):
         sigma: float,
         latent_dim: int = 100,
         hidden: int = PAPER_HIDDEN,
-        mean_bound: float = MEAN_BOUND,
+        mean_bound: float,
         per_example_gradients: bool = True,
     ) -> None:
         check_noise_bound(sigma, mean_bound)

@@ -38,7 +38,7 @@ from itertools import chain
 import torch
 from torch import nn
 
-from audit.progress import ProgressFactory, null_progress
+from core.progress import ProgressFactory, null_progress
 from models.divergences import Divergence, mmd, sample_prior
 from models.dp_training import (
     ClippedSum,

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from audit.progress import ProgressFactory, null_progress
+from core.progress import ProgressFactory, null_progress
 from models.vae import ConditionalConvVAE, vae_loss_terms
 
 log = logging.getLogger(__name__)

@@ -122,9 +122,9 @@ def _local_lines(audit: LocalAudit) -> list[str]:
 
 
 def _run_local(args: argparse.Namespace) -> tuple[list[str], float]:
-    from audit.datasets import Modality, record_modality
     from audit.empirical.local import audit_laplace_series, audit_pixelization, audit_vae_ldp
     from audit.mechanisms.ldp import default_neighborhood
+    from core.records import Modality, record_modality
 
     draws = DRAWS[args.profile] if args.draws is None else args.draws
     if draws < 2:
@@ -164,7 +164,7 @@ def _run_local(args: argparse.Namespace) -> tuple[list[str], float]:
 def _run_cdp(args: argparse.Namespace) -> tuple[list[str], float]:
     from audit.empirical.one_run import OneRunSettings, audit_one_run
     from audit.mechanisms import Context
-    from audit.progress import null_progress
+    from core.progress import null_progress
 
     default_m = 1000 if args.canary_kind == "gradient" else 100
     settings = OneRunSettings(

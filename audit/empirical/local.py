@@ -37,8 +37,8 @@ from audit.privacy.claim import GaussianConversion
 from audit.privacy.laplace import laplace_perturb_series
 from audit.privacy.pixelization import pixelize
 from audit.privacy.vae_ldp import MEAN_BOUND, vae_ldp_claim
-from audit.privacy.validation import check_positive, check_positive_int
-from audit.seeding import torch_generator
+from core.seeding import torch_generator
+from core.validation import check_positive, check_positive_int
 from models.perturbation import NoiseBound, ReleaseNoise
 
 #: M, the draws per input, by profile (the design's quick / standard / paper).

@@ -42,7 +42,7 @@ from audit.mechanisms import CellData, Context, get_mechanism
 from audit.mechanisms.base import Prepared, vae_settings
 from audit.privacy.cdp import cdp_claim
 from audit.privacy.claim import PrivacyClaim
-from audit.seeding import Purpose, derive_seed, numpy_rng, torch_generator
+from core.seeding import Purpose, derive_seed, numpy_rng, torch_generator
 from models.dp_training import DPSettings, clip_and_sum, train_dp_vae
 from models.factory import model_family
 

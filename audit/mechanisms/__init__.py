@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from audit.config import MechanismName, parse_enum
+from audit.config import MechanismName
 from audit.mechanisms.base import CellData, Context, Mechanism, Prepared
 from audit.mechanisms.cdp import CentralDP
 from audit.mechanisms.ldp import LocalDP
 from audit.mechanisms.none import NoPrivacy
 from audit.mechanisms.termwise import TermwiseDP
 from audit.mechanisms.vae_ldp import VaeLdp
+from core.validation import parse_enum
 
 _REGISTRY: dict[MechanismName, Mechanism] = {}
 

@@ -12,8 +12,8 @@ import torch
 
 from audit.config import CellConfig, MechanismName
 from audit.privacy.claim import PrivacyClaim
-from audit.progress import ProgressFactory
-from audit.seeding import Purpose, derive_seed
+from core.progress import ProgressFactory
+from core.seeding import Purpose, derive_seed
 from models.training import Pair, TrainHistory, VAETrainSettings, train_vae
 from models.vae import ConditionalConvVAE
 

@@ -16,10 +16,11 @@ from typing import Any
 
 from audit.config import CellConfig, MechanismName
 from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, vae_settings
-from audit.privacy.cdp import cdp_claim, dp_sgd_steps, noise_multiplier_for_epsilon
+from audit.privacy.cdp import cdp_claim, noise_multiplier_for_epsilon
 from audit.privacy.claim import Conversion, PrivacyClaim
-from audit.privacy.validation import check_batch, check_delta, check_positive, parse_choice
-from audit.seeding import Purpose, derive_seed
+from core.schedule import dp_sgd_steps
+from core.seeding import Purpose, derive_seed
+from core.validation import check_batch, check_delta, check_positive, parse_enum
 from models.dp_training import (
     DEFAULT_CLIP_NORM,
     MEDIAN_WARMUP_EPOCHS,
@@ -91,7 +92,7 @@ class CentralDP(Mechanism):
             check_positive("target epsilon", options["target_epsilon"])
         if options.get("delta") is not None:
             check_delta(options["delta"])
-        parse_choice(Conversion, options.get("conversion", Conversion.IMPROVED), "conversion")
+        parse_enum(Conversion, options.get("conversion", Conversion.IMPROVED), "conversion")
 
     def validate_for_data(
         self,
@@ -182,9 +183,7 @@ class CentralDP(Mechanism):
 
     @staticmethod
     def conversion(cell: CellConfig) -> Conversion:
-        return parse_choice(
-            Conversion, cell.option("conversion", Conversion.IMPROVED), "conversion"
-        )
+        return parse_enum(Conversion, cell.option("conversion", Conversion.IMPROVED), "conversion")
 
     def claim(self, cell: CellConfig, data: CellData, history: TrainHistory) -> PrivacyClaim:
         n_train = len(data.train[0])

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from audit.config import CellConfig, MechanismName, parse_enum
-from audit.datasets import Modality, record_modality
+from audit.config import CellConfig, MechanismName
 from audit.mechanisms.base import CellData, Context, Mechanism, Prepared
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.laplace import laplace_claim, laplace_perturb_series
 from audit.privacy.pixelization import pixelization_claim, pixelize, valid_cell_sizes
-from audit.seeding import Purpose, torch_generator
+from core.records import Modality, record_modality
+from core.seeding import Purpose, torch_generator
+from core.validation import parse_enum
 from models.training import Pair, TrainHistory
 
 

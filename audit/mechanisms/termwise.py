@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from audit.config import CellConfig, MechanismName, parse_enum
+from audit.config import CellConfig, MechanismName
 from audit.mechanisms.base import CellData, Context, Prepared
 from audit.mechanisms.cdp import CentralDP, check_steps, run_facts, with_extra
 from audit.privacy.claim import PrivacyClaim
@@ -24,8 +24,8 @@ from audit.privacy.termwise import (
     termwise_claim,
     termwise_noise_for_epsilon,
 )
-from audit.privacy.validation import check_non_negative, check_positive_int
-from audit.seeding import Purpose, derive_seed
+from core.seeding import Purpose, derive_seed
+from core.validation import check_non_negative, check_positive_int, parse_enum
 from models.divergences import Divergence
 from models.dp_training import DPSettings
 from models.termwise import (

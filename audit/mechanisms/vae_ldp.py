@@ -21,11 +21,12 @@ from typing import Any
 
 import torch
 
-from audit.config import CellConfig, MechanismName, parse_enum
+from audit.config import CellConfig, MechanismName
 from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, vae_settings
 from audit.privacy.claim import PrivacyClaim
-from audit.privacy.vae_ldp import vae_ldp_claim
-from audit.seeding import Purpose, derive_seed, torch_generator
+from audit.privacy.vae_ldp import MEAN_BOUND, vae_ldp_claim
+from core.seeding import Purpose, derive_seed, torch_generator
+from core.validation import parse_enum
 from models.factory import model_family
 from models.perturbation import NoiseBound, ReleaseNoise
 from models.training import Pair, TrainHistory, train_vae
@@ -126,7 +127,7 @@ class VaeLdp(Mechanism):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(cell.seed, Purpose.INIT, "perturbation") % 2**63)
             model = family.perturbation_vae(
-                latent_dim=cell.profile.latent_dim, sigma=cell.param_value
+                latent_dim=cell.profile.latent_dim, sigma=cell.param_value, mean_bound=MEAN_BOUND
             ).to(ctx.device)
         settings = replace(
             vae_settings(cell, ctx), seed=derive_seed(cell.seed, Purpose.TRAIN, "perturbation")

@@ -10,7 +10,6 @@ from audit.privacy.accountant import PrivacyAccountant
 from audit.privacy.cdp import (
     cdp_claim,
     dp_sgd_epsilon,
-    dp_sgd_steps,
     history_claim,
     noise_multiplier_for_epsilon,
 )
@@ -30,7 +29,6 @@ from audit.privacy.termwise import (
     paper_kappa,
     paper_kappa_epsilon,
     release_noise_multipliers,
-    standard_dp_noise_std_with_batch_term,
     termwise_claim,
     termwise_epsilon,
     termwise_noise_for_epsilon,
@@ -54,7 +52,6 @@ __all__ = [
     "analytic_gaussian_delta",
     "cdp_claim",
     "dp_sgd_epsilon",
-    "dp_sgd_steps",
     "epsilon_from_history",
     "gaussian_epsilon_analytic",
     "gaussian_epsilon_classic",
@@ -70,7 +67,6 @@ __all__ = [
     "pixelize",
     "release_noise_multipliers",
     "sample_laplace",
-    "standard_dp_noise_std_with_batch_term",
     "termwise_claim",
     "termwise_epsilon",
     "termwise_noise_for_epsilon",

@@ -6,7 +6,7 @@ from opacus.accountants import RDPAccountant
 
 from audit.privacy.claim import Conversion
 from audit.privacy.rdp import epsilon_from_history
-from audit.privacy.validation import check_delta, check_non_negative
+from core.validation import check_delta, check_non_negative
 
 
 class PrivacyAccountant:

@@ -7,35 +7,21 @@ here and is never larger.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from audit.privacy.calibration import calibrate_noise_multiplier
 from audit.privacy.claim import Conversion, PrivacyClaim
 from audit.privacy.rdp import history_rdp, rdp_to_epsilon, sampled_gaussian_rdp
-from audit.privacy.validation import (
+from core.schedule import dp_sgd_steps
+from core.validation import (
     check_batch,
     check_delta,
     check_non_negative,
     check_positive_int,
-    parse_choice,
+    parse_enum,
 )
 
 ACCOUNTANT = "rdp"
-
-
-def dp_sgd_steps(*, n_train: int, batch_size: int, epochs: int) -> int:
-    """Number of noisy steps of a run: ``ceil(epochs * n_train / batch_size)``.
-
-    This is TensorFlow Privacy's ``compute_dp_sgd_privacy`` convention, the one behind paper
-    003's Table 2: it reproduces 56.41 / 43.31 / 15.73 to within 0.15 %. Counting
-    ``epochs * ceil(n_train / batch_size)`` is 0.3 % off and ``epochs * (n_train // batch_size)``
-    2.3 % off. Note that Opacus's ``DPDataLoader.from_data_loader`` runs ``ceil(N/B)`` steps
-    per epoch at sample rate ``1/ceil(N/B)``; a training loop should report what it ran through
-    ``PrivacyAccountant`` or ``history_claim`` rather than this schedule.
-    """
-    check_batch(n_train=n_train, batch_size=batch_size, epochs=epochs)
-    return math.ceil(epochs * n_train / batch_size)
 
 
 def _epsilon_and_order(
@@ -81,7 +67,7 @@ def dp_sgd_epsilon(
     """
     _check(n_train, batch_size, epochs, delta)
     check_non_negative("noise_multiplier", noise_multiplier)
-    conversion = parse_choice(Conversion, conversion, "conversion")
+    conversion = parse_enum(Conversion, conversion, "conversion")
     return _epsilon_and_order(
         n_train=n_train,
         batch_size=batch_size,
@@ -108,7 +94,7 @@ def noise_multiplier_for_epsilon(
             epsilon reachable: the classic conversion never goes below log(1/delta)/1023).
     """
     _check(n_train, batch_size, epochs, delta)
-    conversion = parse_choice(Conversion, conversion, "conversion")
+    conversion = parse_enum(Conversion, conversion, "conversion")
     return calibrate_noise_multiplier(
         lambda z: _epsilon_and_order(
             n_train=n_train,
@@ -136,7 +122,7 @@ def cdp_claim(
         delta = 1 / check_positive_int("n_train", n_train)
     _check(n_train, batch_size, epochs, delta)
     check_non_negative("noise_multiplier", noise_multiplier)
-    conversion = parse_choice(Conversion, conversion, "conversion")
+    conversion = parse_enum(Conversion, conversion, "conversion")
     both = {
         c: _epsilon_and_order(
             n_train=n_train,
@@ -172,7 +158,7 @@ def history_claim(
 ) -> PrivacyClaim:
     """The claim of the releases a training loop actually made (an Opacus accountant history)."""
     check_delta(delta)
-    conversion = parse_choice(Conversion, conversion, "conversion")
+    conversion = parse_enum(Conversion, conversion, "conversion")
     history = list(history)
     rdp = history_rdp(history)
     extra: dict[str, float | str] = {"steps": sum(int(n) for _, _, n in history)}

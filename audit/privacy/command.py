@@ -17,7 +17,7 @@ from audit.privacy.termwise import (
     termwise_noise_for_epsilon,
 )
 from audit.privacy.vae_ldp import vae_ldp_claim
-from audit.privacy.validation import check_positive_int, parse_choice
+from core.validation import check_positive_int, parse_enum
 
 
 class EpsilonMech(str, Enum):
@@ -215,7 +215,7 @@ def _describe(claim: PrivacyClaim) -> list[str]:
 def _run_cdp(ns: argparse.Namespace, mech: EpsilonMech) -> tuple[list[str], float]:
     check_positive_int("n_train", ns.n_train)
     delta = 1 / ns.n_train if ns.delta is None else ns.delta
-    conversion = parse_choice(Conversion, ns.conversion or Conversion.IMPROVED.value, "conversion")
+    conversion = parse_enum(Conversion, ns.conversion or Conversion.IMPROVED.value, "conversion")
     schedule = {
         "n_train": ns.n_train,
         "batch_size": ns.batch_size,
@@ -268,12 +268,12 @@ def run_epsilon(namespace: argparse.Namespace) -> str:
     Raises:
         ValueError: options that do not fit the mechanism, missing or bad values.
     """
-    mech = parse_choice(EpsilonMech, namespace.mech, "mechanism")
+    mech = parse_enum(EpsilonMech, namespace.mech, "mechanism")
     _check_options(namespace, mech)
     if mech in _CDP:
         lines, value = _run_cdp(namespace, mech)
     elif mech is EpsilonMech.VAE_LDP:
-        conversion = parse_choice(
+        conversion = parse_enum(
             GaussianConversion,
             namespace.conversion or GaussianConversion.ANALYTIC.value,
             "conversion",

@@ -8,7 +8,7 @@ import torch
 
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.noise import sample_laplace
-from audit.privacy.validation import check_positive, check_positive_int
+from core.validation import check_positive, check_positive_int
 
 
 def _check_series(x: torch.Tensor) -> None:

@@ -10,7 +10,7 @@ import torch
 
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.noise import sample_laplace
-from audit.privacy.validation import check_positive, check_positive_int
+from core.validation import check_positive, check_positive_int
 
 
 def valid_cell_sizes(height: int, width: int) -> tuple[int, ...]:

@@ -16,11 +16,11 @@ from opacus.accountants import RDPAccountant
 from opacus.accountants.analysis import rdp as opacus_rdp
 
 from audit.privacy.claim import Conversion
-from audit.privacy.validation import (
+from core.validation import (
     check_delta,
     check_non_negative,
     check_positive_int,
-    parse_choice,
+    parse_enum,
 )
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def rdp_to_epsilon(*, rdp: np.ndarray, delta: float, conversion: Conversion) -> 
         )
     if np.isinf(rdp).all():
         return math.inf, math.nan
-    if parse_choice(Conversion, conversion, "conversion") is Conversion.CLASSIC:
+    if parse_enum(Conversion, conversion, "conversion") is Conversion.CLASSIC:
         eps = rdp + math.log(1 / delta) / (orders - 1)
         idx = int(np.nanargmin(eps))
         eps_opt, order = float(eps[idx]), float(orders[idx])

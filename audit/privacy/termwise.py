@@ -38,16 +38,17 @@ from enum import Enum
 import numpy as np
 
 from audit.privacy.calibration import calibrate_noise_multiplier
-from audit.privacy.cdp import ACCOUNTANT, dp_sgd_epsilon, dp_sgd_steps
+from audit.privacy.cdp import ACCOUNTANT, dp_sgd_epsilon
 from audit.privacy.claim import Conversion, PrivacyClaim
 from audit.privacy.rdp import rdp_to_epsilon, sampled_gaussian_rdp
-from audit.privacy.validation import (
+from core.schedule import dp_sgd_steps
+from core.validation import (
     check_batch,
     check_delta,
     check_non_negative,
     check_positive,
     check_positive_int,
-    parse_choice,
+    parse_enum,
 )
 
 #: k for partitions that may hold several records (add/remove adjacency).
@@ -70,7 +71,7 @@ def check_run_accounting(accounting: TermwiseAccounting | str) -> TermwiseAccoun
     Poisson batch here, and composing two independently sampled Gaussians under-reports that
     (z = 1, N = 926, B = 32, 1000 epochs: 460.96 composed, 648.17 stacked, improved conversion).
     """
-    accounting = parse_choice(TermwiseAccounting, accounting, "termwise accounting")
+    accounting = parse_enum(TermwiseAccounting, accounting, "termwise accounting")
     if accounting is TermwiseAccounting.COMPOSED:
         raise ValueError(
             f"termwise accounting {accounting.value!r} is refused: both terms share one Poisson "
@@ -93,7 +94,7 @@ def release_noise_multipliers(
     """
     s = check_non_negative("noise_multiplier", noise_multiplier)
     c2 = check_non_negative("batch_clip_norm", batch_clip_norm)
-    accounting = parse_choice(TermwiseAccounting, accounting, "termwise accounting")
+    accounting = parse_enum(TermwiseAccounting, accounting, "termwise accounting")
     k = check_positive("partition_sensitivity", partition_sensitivity)
     if not PARTITION_SENSITIVITY_SINGLETON <= k <= PARTITION_SENSITIVITY_SHARED:
         raise ValueError(
@@ -158,7 +159,7 @@ def termwise_epsilon(
         epochs=epochs,
         multipliers=multipliers,
         delta=delta,
-        conversion=parse_choice(Conversion, conversion, "conversion"),
+        conversion=parse_enum(Conversion, conversion, "conversion"),
     )
 
 
@@ -266,7 +267,7 @@ def termwise_claim(
     if delta is None:
         delta = 1 / check_positive_int("n_train", n_train)
     accounting = check_run_accounting(accounting)
-    conversion = parse_choice(Conversion, conversion, "conversion")
+    conversion = parse_enum(Conversion, conversion, "conversion")
     schedule = {"n_train": n_train, "batch_size": batch_size, "epochs": epochs, "delta": delta}
     epsilon = termwise_epsilon(
         **schedule,
@@ -304,25 +305,3 @@ def termwise_claim(
         accountant=ACCOUNTANT,
         extra=extra,
     )
-
-
-def standard_dp_noise_std_with_batch_term(
-    *, batch_size: int, clip_norm: float, noise_multiplier: float
-) -> float:
-    """Noise std a standard DP-Adam step must add when every example's loss has a batch-wise term.
-
-    Paper 004 (Table 1, micro aggregation) counts the sensitivity of the summed clipped gradients
-    of ``phi(x_i) + psi(batch)`` as B*C. Under add/remove adjacency, removing one record drops
-    its own clipped gradient (C) and can move each of the other B - 1 clipped gradients anywhere
-    in the C ball (2C each), so the sensitivity is (2B - 1) C, and the std returned here is
-    ``noise_multiplier * (2 * batch_size - 1) * clip_norm``, which is never smaller than the
-    paper's ``noise_multiplier * B * C``.
-
-    Notes:
-        ``batch_size`` must bound the realised batch: Poisson batches vary in size, so a run must
-        cap (truncate) its batches at this size or refuse, never silently under-noise.
-    """
-    b = check_positive_int("batch_size", batch_size)
-    c = check_positive("clip_norm", clip_norm)
-    z = check_non_negative("noise_multiplier", noise_multiplier)
-    return z * (2 * b - 1) * c

@@ -13,7 +13,7 @@ import math
 from scipy import optimize, special
 
 from audit.privacy.claim import GaussianConversion, PrivacyClaim
-from audit.privacy.validation import check_delta, check_positive, check_positive_int, parse_choice
+from core.validation import check_delta, check_positive, check_positive_int, parse_enum
 
 #: The encoder mean is bounded by ``MEAN_BOUND * tanh`` (paper 003, Section 2.3).
 MEAN_BOUND = 3.0
@@ -100,7 +100,7 @@ def vae_ldp_epsilon(
         max(sigma, v) >= sigma is counted as sigma, as paper 003 does.
     """
     sensitivity = vae_ldp_sensitivity(latent_dim=latent_dim, mean_bound=mean_bound)
-    conversion = parse_choice(GaussianConversion, conversion, "conversion")
+    conversion = parse_enum(GaussianConversion, conversion, "conversion")
     if conversion is GaussianConversion.CLASSIC:
         return gaussian_epsilon_classic(sigma=sigma, sensitivity=sensitivity, delta=delta)
     return gaussian_epsilon_analytic(sigma=sigma, sensitivity=sensitivity, delta=delta)
@@ -119,7 +119,7 @@ def vae_ldp_claim(
     The default, ANALYTIC, is a guarantee for every epsilon (Balle and Wang 2018); CLASSIC is
     paper 003's number (its Table 2), a bound only where it is below 1.
     """
-    conversion = parse_choice(GaussianConversion, conversion, "conversion")
+    conversion = parse_enum(GaussianConversion, conversion, "conversion")
     both = {
         c: vae_ldp_epsilon(
             sigma=sigma, latent_dim=latent_dim, delta=delta, conversion=c, mean_bound=mean_bound

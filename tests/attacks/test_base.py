@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.base import AttackData, AttackResult, LatentGenerativeModel, Measure, Variant
+from attacks.base import AttackData, AttackResult, Measure, Variant
 from attacks.distances import Distance
+from attacks.threat import LatentGenerativeModel
 from models.vae import ConditionalConvVAE
 
 

@@ -13,7 +13,7 @@ from audit.config import (
     SweepConfig,
     override_profile,
 )
-from audit.seeding import Purpose, derive_seed
+from core.seeding import Purpose, derive_seed
 
 QUICK = PROFILES[ProfileName.QUICK]
 

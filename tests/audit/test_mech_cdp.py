@@ -14,10 +14,11 @@ from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, Sweep
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.mechanisms.cdp import MEDIAN_SOURCE, parse_clip_norm
 from audit.mechanisms.termwise import partition_sensitivity
-from audit.privacy.cdp import cdp_claim, dp_sgd_epsilon, dp_sgd_steps
+from audit.privacy.cdp import cdp_claim, dp_sgd_epsilon
 from audit.privacy.termwise import termwise_epsilon
-from audit.progress import null_progress
 from audit.sweep import run_sweep
+from core.progress import null_progress
+from core.schedule import dp_sgd_steps
 from models.dp_training import DEFAULT_CLIP_NORM
 from models.training import TrainHistory
 

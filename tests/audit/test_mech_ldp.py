@@ -16,7 +16,7 @@ from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.mechanisms.ldp import LdpSetting, default_neighborhood, pixelization_options
 from audit.pipeline import attack_set
-from audit.progress import null_progress
+from core.progress import null_progress
 from models.training import TrainHistory
 
 CTX = Context(device="cpu", progress=null_progress)

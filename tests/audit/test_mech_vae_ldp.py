@@ -14,7 +14,7 @@ import audit.mechanisms.vae_ldp as vae_ldp_module
 from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.pipeline import attack_set
-from audit.progress import null_progress
+from core.progress import null_progress
 from models.training import TrainHistory
 
 CTX = Context(device="cpu", progress=null_progress)

@@ -18,7 +18,6 @@ from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
 from audit.datasets import (
     Dataset,
     DatasetUnavailable,
-    Modality,
     dataset_modality,
     load_dataset,
     stratified_split,
@@ -26,6 +25,7 @@ from audit.datasets import (
 from audit.motionsense import COLUMNS, FOLDER, RANGES, load_motionsense
 from audit.pipeline import cell_data
 from audit.series import ChannelScaler, windows
+from core.records import Modality
 
 #: (activity_trial folder, activity frequency in Hz): real trial names of the archive.
 FIXTURE_TRIALS = {"dws_1": 0.8, "jog_9": 2.5, "sit_5": 0.1}

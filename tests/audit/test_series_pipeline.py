@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from attacks import Distance
+from attacks.distances import distances_for
 from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, SweepConfig
-from audit.datasets import Modality
 from audit.mechanisms import CellData, Context, get_mechanism
-from audit.progress import null_progress
 from audit.sweep import run_sweep
+from core.progress import null_progress
+from core.records import Modality
 from models.classifier import SmallCNN
 from models.factory import Generation, ImageModels, SeriesModels, model_family
 from models.har_cnn import HarCNN
@@ -46,14 +47,14 @@ def test_models_follow_the_modality():
     assert isinstance(image.target_vae(latent_dim=4), ConditionalConvVAE)
     assert isinstance(image.classifier(), SmallCNN)
     assert image.generation is Generation.PRIOR
-    assert image.attack_distances() == (Distance.MSE, Distance.SSIM)
+    assert distances_for(image.modality) == (Distance.MSE, Distance.SSIM)
     vae = series.target_vae(latent_dim=4)
     assert isinstance(vae, LstmVAE) and vae.record_shape == (500, 12) and vae.num_classes == 6
     assert isinstance(series.classifier(), HarCNN)
     assert series.generation is Generation.CLASS_LATENT
-    assert series.attack_distances() == (Distance.MSE,) == series.attack_distances(["mse"])
+    assert distances_for(series.modality) == (Distance.MSE,) == distances_for("series", ["mse"])
     with pytest.raises(ValueError, match=r"\['ssim'\] do not apply to series records; .* mse"):
-        series.attack_distances(["mse", "ssim"])
+        distances_for(series.modality, ["mse", "ssim"])
     with pytest.raises(ValueError, match="neither images"):
         model_family((2, 1, 8, 8), 3)
 

@@ -30,6 +30,7 @@ from models.dp_training import (
     noisy_average,
     per_unit_norms,
     private_gradient,
+    standard_dp_noise_std_with_batch_term,
     train_dp_vae,
 )
 from models.training import VAETrainSettings, vae_per_example_loss
@@ -357,3 +358,9 @@ def test_an_empty_poisson_batch_releases_pure_noise():
     engine.close()
     assert sample.norms.shape == (0,) and sample.values.shape == (0,)
     assert all(torch.isfinite(g).all() and g.abs().sum() > 0 for g in grads)
+
+
+def test_standard_dp_noise_with_batch_term_is_never_below_paper_table1():
+    std = standard_dp_noise_std_with_batch_term(batch_size=32, clip_norm=0.5, noise_multiplier=1.0)
+    assert std == pytest.approx((2 * 32 - 1) * 0.5)
+    assert std >= 32 * 0.5

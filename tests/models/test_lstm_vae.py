@@ -125,7 +125,13 @@ def test_perturbation_lstm_vae_bounds_mean_and_floors_std():
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = PerturbationLstmVAE(
-            length=T, features=F, num_classes=CLASSES, latent_dim=LATENT, hidden=5, sigma=2.0
+            length=T,
+            features=F,
+            num_classes=CLASSES,
+            latent_dim=LATENT,
+            hidden=5,
+            sigma=2.0,
+            mean_bound=3.0,
         )
     x, y, _ = batch(6)
     mu, std = model.encode_std(x * 1e6, y)
@@ -271,5 +277,5 @@ def test_only_dp_adam_builds_dp_lstms():
     family = SeriesModels(record_shape=(T, F), num_classes=CLASSES)
     assert has_dp_lstm(family.target_vae(latent_dim=LATENT))
     assert not has_dp_lstm(family.target_vae(latent_dim=LATENT, per_example_gradients=False))
-    assert not has_dp_lstm(family.perturbation_vae(latent_dim=LATENT, sigma=1.0))
+    assert not has_dp_lstm(family.perturbation_vae(latent_dim=LATENT, sigma=1.0, mean_bound=3.0))
     assert not has_dp_lstm(family.for_inference(family.target_vae(latent_dim=LATENT)))

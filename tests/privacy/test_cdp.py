@@ -7,11 +7,11 @@ from audit.privacy import (
     PrivacyAccountant,
     cdp_claim,
     dp_sgd_epsilon,
-    dp_sgd_steps,
     epsilon_from_history,
     history_claim,
     noise_multiplier_for_epsilon,
 )
+from core.schedule import dp_sgd_steps
 
 # Paper 003, Table 2 (CDP, z = 1, batch 32, 1000 epochs, delta = 1/N_train, classic conversion).
 TABLE2_Z1 = [(926, 56.41), (1375, 43.31), (7042, 15.73)]

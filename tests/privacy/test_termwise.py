@@ -10,7 +10,6 @@ from audit.privacy import (
     paper_kappa,
     paper_kappa_epsilon,
     release_noise_multipliers,
-    standard_dp_noise_std_with_batch_term,
     termwise_claim,
     termwise_epsilon,
     termwise_noise_for_epsilon,
@@ -137,12 +136,6 @@ def test_claim_names_the_accounting():
         n_train=926, batch_size=32, epochs=1000, noise_multiplier=1.0, batch_clip_norm=0.0
     )
     assert plain.method == "opacus-rdp/termwise-no-batch-term/improved"
-
-
-def test_standard_dp_noise_with_batch_term_is_never_below_paper_table1():
-    std = standard_dp_noise_std_with_batch_term(batch_size=32, clip_norm=0.5, noise_multiplier=1.0)
-    assert std == pytest.approx((2 * 32 - 1) * 0.5)
-    assert std >= 32 * 0.5
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,10 @@
-"""Checks at the boundary of the privacy layer: each raises a ValueError quoting the bad value."""
+"""Checks at the boundaries (command line, privacy layer, models): each raises a ValueError that
+quotes the bad value and, for a choice, the allowed ones."""
 
 from __future__ import annotations
 
 import math
+import re
 from enum import Enum
 from typing import TypeVar
 
@@ -53,12 +55,23 @@ def check_batch(*, n_train: int, batch_size: int, epochs: int) -> None:
         )
 
 
-def parse_choice(enum: type[E], value: E | str, what: str) -> E:
-    """The member of ``enum`` named by ``value`` (a member or its string value)."""
-    if isinstance(value, enum):
-        return value
+def parse_enum(enum: type[E], value: E | str, what: str) -> E:
+    """The member of ``enum`` named by ``value`` (a member or its string value); the ValueError
+    quotes the value and the allowed ones."""
     try:
         return enum(value)
     except ValueError:
         allowed = ", ".join(str(m.value) for m in enum)
         raise ValueError(f"unknown {what} {value!r}; choose one of: {allowed}") from None
+
+
+DEVICE_PATTERN = re.compile(r"cpu|cuda(:(0|[1-9][0-9]*))?")
+
+
+def check_device_name(device: str) -> str:
+    """``device`` if it is ``cpu``, ``cuda`` or ``cuda:N`` (N a non-negative integer)."""
+    if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
+        raise ValueError(
+            f"unknown device {device!r}; choose cpu, cuda or cuda:N (N a non-negative integer)"
+        )
+    return device
