@@ -198,69 +198,14 @@ def build_run_parser() -> argparse.ArgumentParser:
         f"{PROFILES[ProfileName.QUICK].gen_records})",
     )
 
-    mech = p.add_argument_group("mechanism options")
-    mech.add_argument(
-        "--clip-norm",
-        default=None,
-        help="cdp: per-example clip norm C, a number or 'median' (paper 003's heuristic)",
-    )
-    mech.add_argument(
-        "--clip-norm-2",
-        type=float,
-        default=None,
-        help="cdp-termwise: clip norm C2 of the batch-wise divergence term",
-    )
-    mech.add_argument(
-        "--target-epsilon",
-        type=float,
-        default=None,
-        help="cdp: pick the noise multiplier that gives this epsilon (replaces the grid)",
-    )
-    mech.add_argument("--delta", type=float, default=None, help="cdp: delta (default 1/N_train)")
-    mech.add_argument(
-        "--conversion",
-        default=None,
-        help="cdp: RDP-to-DP conversion, improved (Opacus) or classic (paper 003)",
-    )
-    mech.add_argument(
-        "--divergence",
-        default=None,
-        help="cdp-termwise: batch-wise divergence, mmd (Cauchy kernel) or sparse",
-    )
-    mech.add_argument(
-        "--alpha",
-        type=float,
-        default=None,
-        help="cdp-termwise: weight of the batch-wise divergence",
-    )
-    mech.add_argument(
-        "--partitions",
-        type=int,
-        default=None,
-        help="cdp-termwise: number b of disjoint batch partitions",
-    )
-    mech.add_argument(
-        "--termwise-accounting",
-        default=None,
-        help="cdp-termwise: stacked, the only value accepted (both terms share one Poisson "
-        "batch: one sampled Gaussian on the stacked pair, noise multiplier s/sqrt(5) for the "
-        "partition sensitivity 2*C2); composed is refused, it is no bound for a shared batch",
-    )
-    mech.add_argument("--pixel-cell", type=int, default=None, help="ldp: pixelization cell b")
-    mech.add_argument(
-        "--neighborhood",
-        type=int,
-        default=None,
-        help="ldp: neighbourhood m in pixels (default sqrt(H*W))",
-    )
-    mech.add_argument(
-        "--ldp-setting",
-        default=None,
-        help="ldp: full (perturb all of D, the paper's) or train (only D_train)",
-    )
-    mech.add_argument(
-        "--perturbation-data", default=None, help="vae-ldp: data the perturbation VAE is trained on"
-    )
+    mech = p.add_argument_group("mechanism options (each mechanism declares its own)")
+    from audit.mechanisms import declared_options
+    from audit.options import flag, option_flags
+
+    for option in option_flags(declared_options()):
+        mech.add_argument(
+            flag(option.name), default=None, metavar=option.spec.metavar, help=option.help
+        )
     return p
 
 
@@ -289,7 +234,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         profile_for,
     )
     from audit.datasets import dataset_modality
-    from audit.mechanisms import available_mechanisms, get_mechanism
+    from audit.mechanisms import available_mechanisms, build_options, declared_options
 
     profile_name = ProfileName(args.profile)
     overrides = {f: getattr(args, f) for f in PROFILE_FIELDS if hasattr(args, f)}
@@ -304,11 +249,9 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         mechs = tuple(available_mechanisms())
     else:
         mechs = tuple(parse_enum(MechanismName, m, "mechanism") for m in args.mech)
-    # every option some registered mechanism reads; each cell keeps only its mechanism's own
-    names = {n for m in available_mechanisms() for n in get_mechanism(m).option_names}
-    options = tuple(
-        (k, getattr(args, k)) for k in sorted(names) if getattr(args, k, None) is not None
-    )
+    # every option some registered mechanism reads, typed once here per selected mechanism
+    names = {n for options_type in declared_options().values() for n in options_type.names()}
+    options = build_options(mechs, {k: getattr(args, k, None) for k in sorted(names)})
     out = (
         args.out
         or Path("results") / f"{args.dataset.replace(':', '_').replace('/', '_')}-{args.profile}"

@@ -12,6 +12,7 @@ from typing import Any
 
 from audit.datasets import check_dataset_name, resolve_window_stride
 from audit.executors import ExecutorName, RaySettings
+from audit.options import MechanismOptions
 from core.validation import check_device_name, parse_enum
 
 
@@ -149,9 +150,19 @@ def profile_for(name: ProfileName, modality: str) -> Profile:
     return profile
 
 
+#: Cell options that say how the run and its data were set up (not a mechanism's): the profile's
+#: name, a windowed dataset's stride, the data's content hash.
+RUN_OPTIONS = ("profile_name", "window_stride", "data_sha256")
+
+
 @dataclass(frozen=True)
 class CellConfig:
-    """Everything that determines one grid cell's result; its hash names the cell directory."""
+    """Everything that determines one grid cell's result; its hash names the cell directory.
+
+    ``options``: the run's (name, value) facts of :data:`RUN_OPTIONS`; ``mech_options``: the
+    mechanism's typed options (None: all defaults). Both go into the hash as one ``options``
+    mapping (run facts and the options set), as cells have always been hashed.
+    """
 
     dataset: str
     mech: MechanismName
@@ -160,14 +171,28 @@ class CellConfig:
     seed: int
     profile: Profile
     options: tuple[tuple[str, Any], ...] = ()
+    mech_options: MechanismOptions | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted({k for k, _ in self.options} - set(RUN_OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"cell options {unknown} are not run options ({', '.join(RUN_OPTIONS)}); "
+                "a mechanism's options go in mech_options"
+            )
 
     def canonical(self) -> dict[str, Any]:
-        body = asdict(self)
+        body = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "mech_options"}
+        body["profile"] = asdict(self.profile)
         body["mech"] = self.mech.value
-        body["options"] = dict(self.options)
+        body["options"] = {**dict(self.options), **self.mech_settings()}
         if body["profile"]["gen_records"] is None:  # the old rule; older cells keep their hash
             del body["profile"]["gen_records"]
         return body
+
+    def mech_settings(self) -> dict[str, Any]:
+        """The mechanism options set, as JSON values."""
+        return {} if self.mech_options is None else self.mech_options.canonical()
 
     @property
     def config_hash(self) -> str:
@@ -175,6 +200,9 @@ class CellConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def option(self, name: str, default: Any = None) -> Any:
+        """A run option (:data:`RUN_OPTIONS`) of the cell."""
+        if name not in RUN_OPTIONS:
+            raise KeyError(f"{name!r} is not a run option; read mech_options for a mechanism's")
         return dict(self.options).get(name, default)
 
 
@@ -198,7 +226,7 @@ class SweepConfig:
     grid: tuple[float, ...] | None = None
     overwrite: bool = False
     progress: bool = True
-    mech_options: tuple[tuple[str, Any], ...] = field(default=())
+    mech_options: tuple[tuple[MechanismName, MechanismOptions], ...] = field(default=())
     window_stride: int | None = None
     executor: ExecutorName = ExecutorName.LOCAL
     ray: RaySettings | None = None
@@ -225,6 +253,10 @@ class SweepConfig:
             for value in self.grid:
                 if not math.isfinite(value) or value <= 0:
                     raise ValueError(f"grid values must be positive finite numbers, got {value!r}")
+
+    def options_for(self, mech: MechanismName) -> MechanismOptions | None:
+        """The typed options of ``mech`` in this sweep (None: all defaults)."""
+        return dict(self.mech_options).get(mech)
 
     def data_options(self) -> tuple[tuple[str, Any], ...]:
         """How the dataset is cut into records, as cell options: ``(("window_stride", s),)`` for

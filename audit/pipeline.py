@@ -7,7 +7,8 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -257,9 +258,10 @@ def run_cell(
             latent_dim=cell.profile.latent_dim,
             per_example_gradients=mech.per_example_gradients,
         ).to(ctx.device)
-    history = mech.train(model, prepared, cell, ctx)
+    trained = mech.train(model, prepared, cell, ctx)
     model = family.for_inference(model).eval()  # same function and weights, faster kernels
-    claim = mech.claim(cell, data, history)
+    claim = mech.claim(cell, data, trained)
+    history = trained.history
     gap_seed = derive_seed(cell.seed, Purpose.TRAIN, "gap") % 2**63
     loss_train = evaluate_vae_loss(model, data.train, beta=cell.profile.beta, seed=gap_seed)
     loss_test = evaluate_vae_loss(model, data.test, beta=cell.profile.beta, seed=gap_seed)
@@ -329,7 +331,7 @@ def run_cell(
         "n_test": len(data.test[0]),
         "gen_records": len(gen_y),
         "attack_samples": cell.profile.attack_samples,
-        "clip_norm": history.extra.get("clip_norm", math.nan),
+        "clip_norm": math.nan if history.dp is None else history.dp.clip_norm,
         "wall_s": wall,
         "config_hash": cell.config_hash,
         "code_version": code_version,
@@ -338,13 +340,21 @@ def run_cell(
     hist = {
         "train_loss": history.train_loss,
         "val_loss": history.val_loss,
-        "extra": history.extra,
+        "dp_run": None if history.dp is None else _plain(asdict(history.dp)),
+        "train_notes": dict(trained.notes),
         "loss_train_real": loss_train,
         "loss_test_real": loss_test,
     }
     scores = {f"scores_{d.value}": results[d].scores for d in results}
     scores["is_member"] = atk_data.is_member
     return CellOutcome(rows=rows, model_state=model.state_dict(), history=hist, scores=scores)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with Enums as their values (for JSON)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value.value if isinstance(value, Enum) else value
 
 
 def save_outcome(cell_dir: Path, cell: CellConfig, outcome: CellOutcome, metadata: dict) -> None:

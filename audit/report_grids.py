@@ -26,8 +26,9 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from audit import io
-from audit.config import CellConfig, MechanismName, Profile
+from audit.config import CellConfig, MechanismName
 from audit.datasets import Dataset, dataset_modality, load_dataset, stratified_split
+from audit.mechanisms import cell_from_canonical
 from audit.pipeline import attack_set, cell_data, generate
 from audit.plots import image_grid, series_grid
 from audit.results import CELLS_DIR
@@ -63,15 +64,7 @@ def load_cell_config(cell_dir: Path) -> CellConfig:
     """The CellConfig a cell directory was run with; its hash must name the directory."""
     data = io.read_json(Path(cell_dir) / "config.json")
     c = data["config"]
-    cell = CellConfig(
-        dataset=c["dataset"],
-        mech=MechanismName(c["mech"]),
-        param_name=c["param_name"],
-        param_value=c["param_value"],
-        seed=int(c["seed"]),
-        profile=Profile(**c["profile"]),
-        options=tuple(c["options"].items()),
-    )
+    cell = cell_from_canonical(c)
     if cell.config_hash != data["hash"] or Path(cell_dir).name != data["hash"]:
         raise ValueError(
             f"config.json of {cell_dir} hashes to {cell.config_hash}, not to its "

@@ -21,7 +21,8 @@ from audit import io, results
 from audit.config import CellConfig, MechanismName, SweepConfig
 from audit.datasets import Dataset, Split, dataset_modality, load_dataset, stratified_split
 from audit.executors import CellFailed, Executor, ExecutorName, make_executor
-from audit.mechanisms import CellData, Context, Mechanism, available_mechanisms, get_mechanism
+from audit.mechanisms import CellData, Context, Mechanism, get_mechanism
+from audit.options import MechanismOptions
 from audit.pipeline import (
     CellOutcome,
     cell_data,
@@ -102,7 +103,6 @@ def build_cells(
     """
     check_options_apply(config)
     data = () if data_sha256 is None else (("data_sha256", data_sha256),)
-    options = dict(config.mech_options)
     pairs: list[tuple[CellConfig, CellConfig]] = []
     for seed in config.seeds:
         base = CellConfig(
@@ -119,9 +119,9 @@ def build_cells(
             if name is MechanismName.NONE:
                 continue
             mech = get_mechanism(name)
-            mine = tuple(sorted((k, v) for k, v in options.items() if k in mech.option_names))
-            mech.validate_options(dict(mine), batch_size=config.profile.batch_size)
-            for param_name, value in _grid(mech, config, dict(mine)):
+            options = config.options_for(name) or mech.options_type()
+            mech.validate_options(options, batch_size=config.profile.batch_size)
+            for param_name, value in _grid(mech, config, options):
                 cell = CellConfig(
                     config.dataset,
                     name,
@@ -129,35 +129,31 @@ def build_cells(
                     float(value),
                     seed,
                     config.profile,
-                    base.options + mine,
+                    base.options,
+                    options if options.given() else None,
                 )
                 pairs.append((cell, base))
     return pairs
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def check_options_apply(config: SweepConfig) -> None:
-    """Refuse options no selected mechanism reads, and a ``--grid`` that is ambiguous.
+    """Refuse options of mechanisms not selected, and a ``--grid`` that is ambiguous.
 
-    One ``--grid`` gives one list of values; with private mechanisms of different parameters it
-    would set z, eps_i and sigma alike, so all selected private mechanisms must share one
-    parameter (cdp and cdp-termwise share the noise multiplier z); and no ``--target-epsilon``,
-    which replaces the grid.
+    Options are refused by name when no selected mechanism reads them as the command line
+    builds them (:func:`audit.mechanisms.build_options`); here the typed options must belong to
+    selected mechanisms. One ``--grid`` gives one list of values; with private mechanisms of
+    different parameters it would set z, eps_i and sigma alike, so all selected private
+    mechanisms must share one parameter (cdp and cdp-termwise share the noise multiplier z);
+    and no ``--target-epsilon``, which replaces the grid.
     """
     private = [m for m in config.mechs if m is not MechanismName.NONE]
-    names = ", ".join(m.value for m in private) or "none"
-    for key, _ in config.mech_options:
-        readers = [m for m in private if key in get_mechanism(m).option_names]
-        if not readers:
-            owners = [
-                m.value for m in available_mechanisms() if key in get_mechanism(m).option_names
-            ]
+    for name, options in config.mech_options:
+        if name not in private:
+            raise ValueError(f"options given for --mech {name.value}, which is not selected")
+        if not isinstance(options, get_mechanism(name).options_type):
             raise ValueError(
-                f"{_flag(key)} does not apply to --mech {names} (it is read by "
-                f"{', '.join(owners)}); drop it or add a mechanism that reads it"
+                f"{name.value} takes {get_mechanism(name).options_type.__name__}, "
+                f"got {type(options).__name__}"
             )
     if config.grid is None:
         return
@@ -173,7 +169,7 @@ def check_options_apply(config: SweepConfig) -> None:
             f"mechanisms with different parameters ({params}); run mechanisms of different "
             "parameters with a --grid each"
         )
-    if dict(config.mech_options).get("target_epsilon") is not None:
+    if any(getattr(o, "target_epsilon", None) is not None for _, o in config.mech_options):
         raise ValueError(
             "--target-epsilon replaces the grid with one calibrated noise multiplier; "
             "give either --target-epsilon or --grid, not both"
@@ -187,14 +183,12 @@ def validate_against_data(config: SweepConfig, dataset: Dataset, splits: dict[in
     """
     cap = config.profile.max_train
     n_train = min(len(s.train) if cap is None else min(cap, len(s.train)) for s in splits.values())
-    options = dict(config.mech_options)
     for name in config.mechs:
         if name is MechanismName.NONE:
             continue
         mech = get_mechanism(name)
-        mine = {k: v for k, v in options.items() if k in mech.option_names}
         mech.validate_for_data(
-            mine,
+            config.options_for(name) or mech.options_type(),
             record_shape=dataset.shape,
             n_train=n_train,
             epochs=config.profile.epochs,
@@ -202,9 +196,11 @@ def validate_against_data(config: SweepConfig, dataset: Dataset, splits: dict[in
         )
 
 
-def _grid(mech: Mechanism, config: SweepConfig, options: dict[str, Any]) -> list[tuple[str, float]]:
+def _grid(
+    mech: Mechanism, config: SweepConfig, options: MechanismOptions
+) -> list[tuple[str, float]]:
     """(parameter name, value) of each cell: the grid, or one cell for ``--target-epsilon``."""
-    target = options.get("target_epsilon")
+    target = getattr(options, "target_epsilon", None)
     if target is not None:
         return [("target_epsilon", float(target))]
     values = config.grid or mech.default_grid_for(dataset_modality(config.dataset))

@@ -386,6 +386,43 @@ class DPSettings:
         object.__setattr__(self, "grad_sample_mode", _parse_mode(self.grad_sample_mode))
 
 
+@dataclass(frozen=True)
+class BatchTermRun:
+    """What a batch-wise term released each step (term-wise DP-Adam, paper 004)."""
+
+    clip_norm_2: float
+    """C2; 0.0 when the term was inactive (alpha = 0 or C2 = 0)."""
+    alpha: float
+    partitions: int
+    divergence: str
+
+    def facts(self) -> dict[str, float | str]:
+        return {
+            "clip_norm_2": self.clip_norm_2,
+            "alpha": self.alpha,
+            "partitions": self.partitions,
+            "divergence": self.divergence,
+        }
+
+
+@dataclass(frozen=True)
+class DPRun:
+    """What a DP-Adam loop ran, as the privacy claim reads it.
+
+    ``steps``: noisy steps taken; ``sample_rate``: the Poisson rate B/N; ``mean_batch_size``:
+    the realised batches' mean size (released outside the accounting); ``batch_term``: the
+    term-wise loop's batch-wise release, if any.
+    """
+
+    noise_multiplier: float
+    clip_norm: float
+    steps: int
+    sample_rate: float
+    mean_batch_size: float
+    grad_sample_mode: GradSampleMode
+    batch_term: BatchTermRun | None = None
+
+
 def check_per_example_objective(
     *, divergence: str | None, alpha: float | None, batch_size: int
 ) -> None:
@@ -431,9 +468,10 @@ def train_dp_vae(
 
     Notes:
         The number of steps is ``ceil(epochs * N / B)``, the schedule the accountant
-        (``audit.privacy.cdp``) assumes; it is recorded in ``extra['steps']``. Epochs here are
-        ``N / B`` steps each and only group the loss history. The train loss in the history is
-        the mean unclipped phi over sampled records (not privatised; it is never released).
+        (``audit.privacy.cdp``) assumes; the steps taken are recorded in ``history.dp``.
+        Epochs here are ``N / B`` steps each and only group the loss history. The train loss in
+        the history is the mean unclipped phi over sampled records (not privatised; it is never
+        released).
     """
     device = torch.device(settings.device)
     model.to(device).train()
@@ -482,15 +520,13 @@ def train_dp_vae(
             batch_term.close()
     bar.close()
     model.eval()
-    history.extra.update(
-        {
-            "clip_norm": dp.clip_norm,
-            "noise_multiplier": dp.noise_multiplier,
-            "steps": taken,
-            "sample_rate": settings.batch_size / n,
-            "mean_batch_size": records / max(taken, 1),
-            "grad_sample_mode": dp.grad_sample_mode.value,
-        }
+    history.dp = DPRun(
+        noise_multiplier=dp.noise_multiplier,
+        clip_norm=dp.clip_norm,
+        steps=taken,
+        sample_rate=settings.batch_size / n,
+        mean_batch_size=records / max(taken, 1),
+        grad_sample_mode=dp.grad_sample_mode,
     )
     return history
 

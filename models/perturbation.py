@@ -12,31 +12,15 @@ See :mod:`audit.privacy.vae_ldp` for the epsilon.
 from __future__ import annotations
 
 import math
-from enum import Enum
 
 import torch
 
-from core.validation import parse_enum
 from models.lstm_vae import PAPER_HIDDEN, LstmVAE
 from models.vae import ConditionalConvVAE
 
 #: Raw log-variances are clipped to this range before the floor, so that v stays finite
 #: (v in [3e-7, 3.3e6]); the floor, not this clip, is what the privacy argument uses.
 RAW_LOGVAR_RANGE = (-30.0, 30.0)
-
-
-class ReleaseNoise(str, Enum):
-    """Which standard deviation the released latent is drawn with.
-
-    SIGMA: exactly sigma for every record: a Gaussian mechanism with a data-independent noise
-    std, so the epsilon of :func:`audit.privacy.vae_ldp.vae_ldp_claim` holds as computed.
-    ENCODER: the floored encoder std ``max(sigma, v(x))`` (paper 003's reconstruction). The std
-    then depends on the record, which the Gaussian-mechanism bound does not cover: two
-    Gaussians with different variances have an unbounded privacy loss in the tails.
-    """
-
-    SIGMA = "sigma"
-    ENCODER = "encoder"
 
 
 def float_at_least(value: float, dtype: torch.dtype) -> torch.Tensor:
@@ -110,21 +94,22 @@ class NoiseBound:
         y: torch.Tensor,
         *,
         generator: torch.Generator,
-        noise: ReleaseNoise = ReleaseNoise.SIGMA,
         batch_size: int = 512,
     ) -> torch.Tensor:
         """One stochastic reconstruction per record: perturbed records (B, *record_shape) in the
         decoder's range ([0, 1] for images, (-1, 1) for series).
 
-        ``z = mu(x, y) + s * e`` with e ~ N(0, I) and s = sigma or the floored encoder std
-        (``noise``). ``generator`` is the only source of randomness; all records' draws are made
-        at once on its device, so the result depends neither on ``batch_size`` nor, with a CPU
-        generator, on the model's device. Returns a CPU tensor of x's dtype.
+        ``z = mu(x, y) + sigma * e`` with e ~ N(0, I): the released noise std is exactly sigma
+        for every record, a Gaussian mechanism with a data-independent std, so the epsilon of
+        :func:`audit.privacy.vae_ldp.vae_ldp_claim` holds as computed (the floored encoder std
+        ``max(sigma, v(x))`` of paper 003's reconstruction depends on the record, which that
+        bound does not cover). ``generator`` is the only source of randomness; all records'
+        draws are made at once on its device, so the result depends neither on ``batch_size``
+        nor, with a CPU generator, on the model's device. Returns a CPU tensor of x's dtype.
 
         Notes:
             Labels are used as given (they condition encoder and decoder) and are not perturbed.
         """
-        noise = parse_enum(ReleaseNoise, noise, "release noise")
         expected = tuple(self.record_shape)  # type: ignore[attr-defined]
         if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected or y.shape != (len(x),):
             raise ValueError(
@@ -145,9 +130,9 @@ class NoiseBound:
             for start in range(0, len(x), batch_size):
                 sl = slice(start, start + batch_size)
                 xb, yb = x[sl].to(device), y[sl].to(device)
-                mu, std = self.encode_std(xb, yb)
-                scale = std if noise is ReleaseNoise.ENCODER else self.sigma_floor(mu.dtype, device)
-                z = mu + scale * e_all[sl].to(device=device, dtype=mu.dtype)
+                mu, _ = self.encode_std(xb, yb)
+                e = e_all[sl].to(device=device, dtype=mu.dtype)
+                z = mu + self.sigma_floor(mu.dtype, device) * e
                 out.append(self.decode(z, yb).to("cpu", x.dtype))  # type: ignore[attr-defined]
         self.train(was_training)  # type: ignore[attr-defined]
         return torch.cat(out)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from itertools import chain
 
@@ -41,6 +41,7 @@ from torch import nn
 from core.progress import ProgressFactory, null_progress
 from models.divergences import Divergence, mmd, sample_prior
 from models.dp_training import (
+    BatchTermRun,
     ClippedSum,
     DPSettings,
     GradSampleMode,
@@ -291,12 +292,13 @@ def train_termwise_vae(
             mode=dp.grad_sample_mode,
         )
     history = train_dp_vae(model, train, val, settings, dp, batch_term=term, progress=progress)
-    history.extra.update(
-        {
-            "clip_norm_2": termwise.clip_norm if termwise.active else 0.0,
-            "alpha": termwise.alpha,
-            "partitions": termwise.partitions,
-            "divergence": termwise.divergence.value,
-        }
+    history.dp = replace(
+        history.dp,
+        batch_term=BatchTermRun(
+            clip_norm_2=termwise.clip_norm if termwise.active else 0.0,
+            alpha=termwise.alpha,
+            partitions=termwise.partitions,
+            divergence=termwise.divergence.value,
+        ),
     )
     return history

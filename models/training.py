@@ -75,13 +75,24 @@ class VAETrainSettings:
     validation: ValidationSchedule = field(default_factory=ValidationSchedule)
 
 
+@runtime_checkable
+class DPRunRecord(Protocol):
+    """What :class:`models.dp_training.DPRun` provides (declared here: imports point one way)."""
+
+    noise_multiplier: float
+    clip_norm: float
+    steps: int
+
+
 @dataclass
 class TrainHistory:
-    """Per-epoch mean per-example loss on D_train (as trained) and D_val; extra facts by name."""
+    """Per-epoch mean per-example loss on D_train (as trained) and D_val; ``dp``: what a DP
+    training loop ran (a frozen record the privacy claim reads; None for non-private training).
+    """
 
     train_loss: list[float] = field(default_factory=list)
     val_loss: list[float] = field(default_factory=list)
-    extra: dict[str, float | str] = field(default_factory=dict)
+    dp: DPRunRecord | None = None
 
     @property
     def last_val_loss(self) -> float:

@@ -89,7 +89,7 @@ def _positive(name: str, value: int | None) -> None:
 def _cell_and_data(args: argparse.Namespace):
     from audit.config import CellConfig, MechanismName, ProfileName, profile_for
     from audit.datasets import dataset_modality, load_dataset, stratified_split
-    from audit.mechanisms import get_mechanism
+    from audit.mechanisms import build_options, get_mechanism
     from audit.pipeline import cell_data
 
     mech = MechanismName(args.mech)
@@ -101,7 +101,7 @@ def _cell_and_data(args: argparse.Namespace):
         param_value=args.grid,
         seed=args.seed,
         profile=profile,
-        options=() if args.delta is None else (("delta", args.delta),),
+        mech_options=dict(build_options([mech], {"delta": args.delta})).get(mech),
     )
     dataset = load_dataset(args.dataset, data_home=args.data_home)
     split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=args.seed)

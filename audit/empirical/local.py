@@ -39,7 +39,7 @@ from audit.privacy.pixelization import pixelize
 from audit.privacy.vae_ldp import MEAN_BOUND, vae_ldp_claim
 from core.seeding import torch_generator
 from core.validation import check_positive, check_positive_int
-from models.perturbation import NoiseBound, ReleaseNoise
+from models.perturbation import NoiseBound
 
 #: M, the draws per input, by profile (the design's quick / standard / paper).
 DRAWS = {"quick": 10**4, "standard": 10**5, "paper": 10**6}
@@ -343,7 +343,7 @@ def audit_vae_ldp(
 ) -> LocalAudit:
     """Audit VAE-LDP's Gaussian release with encoder means at (+3, ..., +3) and (-3, ..., -3).
 
-    The release runs through :meth:`NoiseBound.perturb` (``ReleaseNoise.SIGMA``) with a host
+    The release runs through :meth:`NoiseBound.perturb` (noise std exactly sigma) with a host
     whose encoder reaches the corners and whose decoder is the identity; decoding is
     post-processing, so auditing z is the strongest black-box view. Statistic: the projection of
     z on the means' difference (the sum of z's coordinates), the exact log likelihood ratio up
@@ -359,9 +359,7 @@ def audit_vae_ldp(
 
     def statistic(which: int, n: int, gen: torch.Generator) -> np.ndarray:
         x = torch.full((n, latent_dim), 1.0 if which else -1.0, dtype=torch.float64)
-        z = release.perturb(
-            x, labels.new_zeros(n), generator=gen, noise=ReleaseNoise.SIGMA, batch_size=max(n, 1)
-        )
+        z = release.perturb(x, labels.new_zeros(n), generator=gen, batch_size=max(n, 1))
         return z.sum(dim=1).numpy()
 
     start = time.perf_counter()

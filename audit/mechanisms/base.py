@@ -6,11 +6,12 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 
 from audit.config import CellConfig, MechanismName
+from audit.options import MechanismOptions, NoOptions
 from audit.privacy.claim import PrivacyClaim
 from core.progress import ProgressFactory
 from core.seeding import Purpose, derive_seed
@@ -45,6 +46,16 @@ class Prepared:
 
 
 @dataclass(frozen=True)
+class Trained:
+    """What training the target VAE did: its loss history (with the DP loop's frozen
+    :class:`models.dp_training.DPRun`, if any) and how the mechanism chose its settings
+    (``notes``, e.g. where the clip norm came from), both read by the claim."""
+
+    history: TrainHistory
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Context:
     """Run-time facts a mechanism may need that are not part of the cell's identity."""
 
@@ -55,8 +66,10 @@ class Context:
 class Mechanism(ABC):
     """A privacy mechanism: how it perturbs data, how the target VAE trains, what it claims.
 
-    Subclasses set ``name``, ``param_name`` (the grid's parameter, e.g. ``noise_multiplier``)
-    and ``default_grid``; the defaults of ``prepare`` and ``train`` are the non-private path.
+    Subclasses set ``name``, ``param_name`` (the grid's parameter, e.g. ``noise_multiplier``),
+    ``default_grid`` and ``options_type`` (their :class:`audit.options.MechanismOptions`, from
+    which the command line makes one flag per option); the defaults of ``prepare`` and
+    ``train`` are the non-private path.
     ``per_example_gradients``: whether ``train`` needs Opacus's per-example gradients of the
     target VAE (DP-Adam); without, the VAE is built in its fast implementation
     (:meth:`models.factory.ModelFamily.target_vae`).
@@ -65,7 +78,7 @@ class Mechanism(ABC):
     name: ClassVar[MechanismName]
     param_name: ClassVar[str]
     default_grid: ClassVar[tuple[float, ...]]
-    option_names: ClassVar[tuple[str, ...]] = ()
+    options_type: ClassVar[type[MechanismOptions]] = NoOptions
     per_example_gradients: ClassVar[bool] = False
 
     def validate_value(self, value: float | None) -> None:
@@ -79,13 +92,17 @@ class Mechanism(ABC):
         """The default grid for records of ``modality`` (by default the same for all)."""
         return self.default_grid
 
-    def validate_options(self, options: Mapping[str, Any], *, batch_size: int) -> None:
+    def options_of(self, cell: CellConfig) -> MechanismOptions:
+        """The cell's typed options (the defaults when it has none)."""
+        return self.options_type() if cell.mech_options is None else cell.mech_options
+
+    def validate_options(self, options: MechanismOptions, *, batch_size: int) -> None:
         """Check the mechanism's options before any cell runs (the default accepts all)."""
         return None
 
     def validate_for_data(
         self,
-        options: Mapping[str, Any],
+        options: MechanismOptions,
         *,
         record_shape: tuple[int, ...],
         n_train: int,
@@ -103,14 +120,14 @@ class Mechanism(ABC):
 
     def train(
         self, model: ConditionalConvVAE, prepared: Prepared, cell: CellConfig, ctx: Context
-    ) -> TrainHistory:
+    ) -> Trained:
         """Train ``model`` in place; the default is non-private Adam."""
-        return train_vae(
-            model, prepared.train, prepared.val, vae_settings(cell, ctx), progress=ctx.progress
-        )
+        settings = vae_settings(cell, ctx)
+        history = train_vae(model, prepared.train, prepared.val, settings, progress=ctx.progress)
+        return Trained(history=history)
 
     @abstractmethod
-    def claim(self, cell: CellConfig, data: CellData, history: TrainHistory) -> PrivacyClaim:
+    def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
         """The privacy this cell claims (epsilon, delta and how they were computed)."""
 
 

@@ -1,29 +1,40 @@
 """``cdp``: standard DP-Adam (paper 003, Section 2.3) on the target VAE's per-example objective.
 
-Options (``benchmark.py`` flags): ``clip_norm`` (a number, or ``median``: paper 003's heuristic),
-``target_epsilon`` (calibrates z and ignores the cell's grid value), ``delta`` (default
-1/N_train), ``conversion`` (improved, the default, or classic). ``divergence`` / ``alpha`` are
-accepted only to be refused: a batch-wise divergence needs ``cdp-termwise``
-(``models.dp_training.check_per_example_objective``).
+Options (:class:`CdpOptions`, one ``benchmark.py`` flag each): ``clip_norm`` (a number, or
+``median``: paper 003's heuristic), ``target_epsilon`` (calibrates z and ignores the cell's grid
+value), ``delta`` (default 1/N_train), ``conversion`` (improved, the default, or classic).
+``divergence`` / ``alpha`` are accepted only to be refused: a batch-wise divergence needs
+``cdp-termwise`` (``models.dp_training.check_per_example_objective``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any, ClassVar
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, vae_settings
+from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, Trained, vae_settings
+from audit.options import (
+    MechanismOptions,
+    choice,
+    delta_value,
+    non_negative_float,
+    option,
+    positive_float,
+)
 from audit.privacy.cdp import cdp_claim, noise_multiplier_for_epsilon
 from audit.privacy.claim import Conversion, PrivacyClaim
 from core.schedule import dp_sgd_steps
 from core.seeding import Purpose, derive_seed
-from core.validation import check_batch, check_delta, check_positive, parse_enum
+from core.validation import check_batch
+from models.divergences import Divergence
 from models.dp_training import (
     DEFAULT_CLIP_NORM,
     MEDIAN_WARMUP_EPOCHS,
+    DPRun,
     DPSettings,
     check_per_example_objective,
     median_gradient_norm,
@@ -32,24 +43,61 @@ from models.dp_training import (
 from models.training import TrainHistory, VAETrainSettings
 from models.vae import ConditionalConvVAE
 
-MEDIAN = "median"
+
+class ClipNormRule(str, Enum):
+    """A clip norm chosen from the data rather than given as a number."""
+
+    MEDIAN = "median"
+    """Paper 003's heuristic: the median unclipped per-example gradient norm of a warm-up."""
+
+
+MEDIAN = ClipNormRule.MEDIAN.value
 MEDIAN_SOURCE = (
     f"median-heuristic over a {MEDIAN_WARMUP_EPOCHS}-epoch non-private warm-up on D_train "
     "(looks at private data outside the accounting)"
 )
 
 
-def parse_clip_norm(value: Any, what: str = "clip norm") -> float | None:
-    """A positive float, or None for ``'median'``; the ValueError quotes the bad value."""
+def parse_clip_norm(value: Any, what: str = "clip norm") -> float | ClipNormRule:
+    """A positive float, or :attr:`ClipNormRule.MEDIAN`; the ValueError quotes the bad value."""
+    if isinstance(value, ClipNormRule):
+        return value
     if isinstance(value, str) and value.strip().lower() == MEDIAN:
-        return None
+        return ClipNormRule.MEDIAN
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{what} must be a positive number or 'median', got {value!r}") from None
-    if not math.isfinite(number) or number <= 0:
+    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
         raise ValueError(f"{what} must be a positive finite number or 'median', got {value!r}")
     return number
+
+
+@dataclass(frozen=True)
+class CdpOptions(MechanismOptions):
+    """The options of ``cdp`` (each None: the default named in its help)."""
+
+    mechanism: ClassVar[str] = "cdp"
+    clip_norm: float | ClipNormRule | None = option(
+        f"per-example clip norm C, a number or 'median' (paper 003's heuristic; default "
+        f"{DEFAULT_CLIP_NORM:g})",
+        parse_clip_norm,
+    )
+    target_epsilon: float | None = option(
+        "pick the noise multiplier that gives this epsilon (replaces the grid)",
+        positive_float("target epsilon"),
+    )
+    delta: float | None = option("delta (default 1/N_train)", delta_value)
+    conversion: Conversion | None = option(
+        "RDP-to-DP conversion, improved (Opacus, the default) or classic (paper 003)",
+        choice(Conversion, "conversion"),
+    )
+    divergence: Divergence | None = option(
+        "batch-wise divergence, mmd (Cauchy kernel) or sparse (cdp refuses one: it needs the "
+        "term-wise noise of cdp-termwise)",
+        choice(Divergence, "divergence"),
+    )
+    alpha: float | None = option("weight of the batch-wise divergence", non_negative_float("alpha"))
 
 
 def with_extra(claim: PrivacyClaim, extra: Mapping[str, float | str]) -> PrivacyClaim:
@@ -69,34 +117,29 @@ class CentralDP(Mechanism):
     Notes:
         The claim is Opacus RDP of ``ceil(epochs * N / B)`` sampled Gaussian releases at
         delta = 1/N_train (or ``--delta``), which is the number of steps the training loop runs
-        (checked). With ``--clip-norm median`` the clip norm comes from D_train outside the
-        accounting; the row's privacy notes say so.
+        (checked against the loop's :class:`models.dp_training.DPRun`). With ``--clip-norm
+        median`` the clip norm comes from D_train outside the accounting; the row's privacy
+        notes say so.
     """
 
     name = MechanismName.CDP
     param_name = "noise_multiplier"
     default_grid = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 4.0)
-    option_names = ("clip_norm", "target_epsilon", "delta", "conversion", "divergence", "alpha")
+    options_type = CdpOptions
     per_example_gradients = True
 
-    def validate_options(self, options: Mapping[str, Any], *, batch_size: int) -> None:
+    def validate_options(self, options: MechanismOptions, *, batch_size: int) -> None:
         """Check the cell's options before any work; the ValueError quotes the bad value."""
+        opts = self.typed(options)
         check_per_example_objective(
-            divergence=options.get("divergence"), alpha=options.get("alpha"), batch_size=batch_size
+            divergence=None if opts.divergence is None else opts.divergence.value,
+            alpha=opts.alpha,
+            batch_size=batch_size,
         )
-        self._check_common(options)
-
-    def _check_common(self, options: Mapping[str, Any]) -> None:
-        parse_clip_norm(options.get("clip_norm", DEFAULT_CLIP_NORM))
-        if options.get("target_epsilon") is not None:
-            check_positive("target epsilon", options["target_epsilon"])
-        if options.get("delta") is not None:
-            check_delta(options["delta"])
-        parse_enum(Conversion, options.get("conversion", Conversion.IMPROVED), "conversion")
 
     def validate_for_data(
         self,
-        options: Mapping[str, Any],
+        options: MechanismOptions,
         *,
         record_shape: tuple[int, ...],
         n_train: int,
@@ -112,12 +155,12 @@ class CentralDP(Mechanism):
         check_batch(n_train=n_train, batch_size=batch_size, epochs=epochs)
 
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
-        self.validate_options(dict(cell.options), batch_size=cell.profile.batch_size)
+        self.validate_options(self.options_of(cell), batch_size=cell.profile.batch_size)
         return super().prepare(cell, data, ctx)
 
     def train(
         self, model: ConditionalConvVAE, prepared: Prepared, cell: CellConfig, ctx: Context
-    ) -> TrainHistory:
+    ) -> Trained:
         settings = vae_settings(cell, ctx)
         clip_norm, source = self.clip_norm(model, prepared, cell, settings)
         z, z_source = self.noise_multiplier(cell, n_train=len(prepared.train[0]))
@@ -127,8 +170,8 @@ class CentralDP(Mechanism):
             noise_seed=derive_seed(cell.seed, Purpose.DP_NOISE, cell.config_hash),
         )
         history = self._train(model, prepared, cell, ctx, settings, dp)
-        history.extra.update({"clip_norm_source": source, "noise_multiplier_source": z_source})
-        return history
+        notes = {"clip_norm_source": source, "noise_multiplier_source": z_source}
+        return Trained(history=history, notes=notes)
 
     def _train(
         self,
@@ -151,11 +194,10 @@ class CentralDP(Mechanism):
         settings: VAETrainSettings,
     ) -> tuple[float, str]:
         """(C, where it came from): the option's number, the default, or the median heuristic."""
-        raw = cell.option("clip_norm")
-        if raw is None:
+        value = self.typed(self.options_of(cell)).clip_norm
+        if value is None:
             return DEFAULT_CLIP_NORM, f"default {DEFAULT_CLIP_NORM:g}"
-        value = parse_clip_norm(raw)
-        if value is not None:
+        if value is not ClipNormRule.MEDIAN:
             return value, "given"
         warm = replace(settings, seed=derive_seed(cell.seed, Purpose.TRAIN, "clip-warm-up"))
         epochs = min(MEDIAN_WARMUP_EPOCHS, settings.epochs)
@@ -163,7 +205,7 @@ class CentralDP(Mechanism):
 
     def noise_multiplier(self, cell: CellConfig, *, n_train: int) -> tuple[float, str]:
         """(z, where it came from): the grid value, or calibrated to ``--target-epsilon``."""
-        target = cell.option("target_epsilon")
+        target = self.typed(self.options_of(cell)).target_epsilon
         if target is None:
             return float(cell.param_value), "grid"
         z = noise_multiplier_for_epsilon(
@@ -176,52 +218,58 @@ class CentralDP(Mechanism):
         )
         return z, f"target-epsilon {target:g} (grid value {cell.param_value} ignored)"
 
-    @staticmethod
-    def delta(cell: CellConfig, n_train: int) -> float:
-        value = cell.option("delta")
-        return 1.0 / n_train if value is None else float(value)
+    def delta(self, cell: CellConfig, n_train: int) -> float:
+        value = self.typed(self.options_of(cell)).delta
+        return 1.0 / n_train if value is None else value
 
-    @staticmethod
-    def conversion(cell: CellConfig) -> Conversion:
-        return parse_enum(Conversion, cell.option("conversion", Conversion.IMPROVED), "conversion")
+    def conversion(self, cell: CellConfig) -> Conversion:
+        return self.typed(self.options_of(cell)).conversion or Conversion.IMPROVED
 
-    def claim(self, cell: CellConfig, data: CellData, history: TrainHistory) -> PrivacyClaim:
+    def typed(self, options: MechanismOptions) -> CdpOptions:
+        if not isinstance(options, CdpOptions):
+            raise TypeError(f"{self.name.value} needs CdpOptions, got {type(options).__name__}")
+        return options
+
+    def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
         n_train = len(data.train[0])
-        check_steps(history, n_train=n_train, cell=cell)
+        run = ran_dp(trained, n_train=n_train, cell=cell)
         claim = cdp_claim(
             n_train=n_train,
             batch_size=cell.profile.batch_size,
             epochs=cell.profile.epochs,
-            noise_multiplier=history.extra["noise_multiplier"],
+            noise_multiplier=run.noise_multiplier,
             delta=self.delta(cell, n_train),
             conversion=self.conversion(cell),
         )
-        return with_extra(claim, run_facts(history))
+        return with_extra(claim, run_facts(trained))
 
 
-def check_steps(history: TrainHistory, *, n_train: int, cell: CellConfig) -> None:
-    """The loop must have run the number of releases the accountant counts."""
+def ran_dp(trained: Trained, *, n_train: int, cell: CellConfig) -> DPRun:
+    """The DP run record of ``trained``, which must have run the releases the accountant counts."""
+    run = trained.history.dp
+    if run is None:
+        raise RuntimeError("the training loop recorded no DP run; the claim would be wrong")
     expected = dp_sgd_steps(
         n_train=n_train, batch_size=cell.profile.batch_size, epochs=cell.profile.epochs
     )
-    if history.extra.get("steps") != expected:
+    if run.steps != expected:
         raise RuntimeError(
-            f"training ran {history.extra.get('steps')!r} noisy steps but the "
-            f"accountant counts {expected}; the claim would be wrong"
+            f"training ran {run.steps!r} noisy steps but the accountant counts {expected}; "
+            "the claim would be wrong"
         )
+    return run
 
 
-def run_facts(history: TrainHistory) -> dict[str, float | str]:
-    """What the row's privacy notes should show about how the run was trained."""
-    keys = (
-        "clip_norm",
-        "clip_norm_source",
-        "noise_multiplier_source",
-        "mean_batch_size",
-        "grad_sample_mode",
-        "clip_norm_2",
-        "alpha",
-        "partitions",
-        "divergence",
-    )
-    return {k: history.extra[k] for k in keys if k in history.extra}
+def run_facts(trained: Trained) -> dict[str, float | str]:
+    """What the row's privacy notes show about how the run was trained, in a fixed order."""
+    run = trained.history.dp
+    facts: dict[str, float | str] = {}
+    if run is not None:
+        facts["clip_norm"] = run.clip_norm
+    facts.update(trained.notes)
+    if run is not None:
+        facts["mean_batch_size"] = run.mean_batch_size
+        facts["grad_sample_mode"] = run.grad_sample_mode.value
+        if run.batch_term is not None:
+            facts.update(run.batch_term.facts())
+    return facts

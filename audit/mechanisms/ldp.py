@@ -9,20 +9,19 @@ scored on the real D_test and the attack uses unperturbed records (see audit.pip
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import ClassVar
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import CellData, Context, Mechanism, Prepared
+from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, Trained
+from audit.options import MechanismOptions, choice, option, positive_int
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.laplace import laplace_claim, laplace_perturb_series
 from audit.privacy.pixelization import pixelization_claim, pixelize, valid_cell_sizes
 from core.records import Modality, record_modality
 from core.seeding import Purpose, torch_generator
-from core.validation import parse_enum
-from models.training import Pair, TrainHistory
+from models.training import Pair
 
 
 class LdpSetting(str, Enum):
@@ -55,12 +54,26 @@ LABELS_NOTE = "not perturbed (released as they are with the perturbed records)"
 IMAGE_OPTIONS = ("pixel_cell", "neighborhood")
 
 
-def ldp_setting(cell: CellConfig) -> LdpSetting:
-    return _ldp_setting(dict(cell.options))
+@dataclass(frozen=True)
+class LdpOptions(MechanismOptions):
+    """The options of ``ldp`` (each None: the default named in its help)."""
 
+    mechanism: ClassVar[str] = "ldp"
+    pixel_cell: int | None = option(
+        "pixelization cell b (images only; default 1)", positive_int("ldp: pixel cell b")
+    )
+    neighborhood: int | None = option(
+        "neighbourhood m in pixels (images only; default sqrt(H*W))",
+        positive_int("ldp: neighborhood m"),
+    )
+    ldp_setting: LdpSetting | None = option(
+        "full (perturb D_train and D_val, the paper's; default) or train (only D_train)",
+        choice(LdpSetting, "ldp setting"),
+    )
 
-def _ldp_setting(options: Mapping[str, Any]) -> LdpSetting:
-    return parse_enum(LdpSetting, options.get("ldp_setting", LdpSetting.FULL.value), "ldp setting")
+    @property
+    def setting(self) -> LdpSetting:
+        return self.ldp_setting or LdpSetting.FULL
 
 
 def default_neighborhood(height: int, width: int) -> int:
@@ -68,49 +81,36 @@ def default_neighborhood(height: int, width: int) -> int:
     return max(1, round(math.sqrt(height * width)))
 
 
-def _int_option(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"ldp: {name} must be an integer >= 1, got {value!r}")
-    return value
-
-
-def pixelization_options(cell: CellConfig, shape: tuple[int, ...]) -> PixelizationOptions:
-    """Read and validate the ldp options of ``cell`` for records of ``shape`` (C, H, W).
+def options_for_images(options: LdpOptions, shape: tuple[int, ...]) -> PixelizationOptions:
+    """The pixelization settings of ``options`` for records of ``shape`` (C, H, W).
 
     Raises a ValueError quoting the bad value (and, for b, the valid cell sizes) before any work.
     """
-    return options_for_images(dict(cell.options), shape)
-
-
-def options_for_images(options: Mapping[str, Any], shape: tuple[int, ...]) -> PixelizationOptions:
-    """:func:`pixelization_options` of an options mapping (checked before any cell runs)."""
     if len(shape) != 3:
         raise ValueError(
             f"ldp: pixelization needs image records (C, H, W), got record shape {tuple(shape)}"
         )
     _, height, width = shape
-    setting = _ldp_setting(options)
-    b = _int_option("pixel cell b", options.get("pixel_cell", 1))
+    b = 1 if options.pixel_cell is None else options.pixel_cell
     if height % b or width % b:
         valid = ", ".join(map(str, valid_cell_sizes(height, width)))
         raise ValueError(
             f"ldp: pixel cell b={b} does not tile the {height}x{width} images of this dataset "
             f"(b must divide both sides); valid b: {valid}"
         )
-    m = options.get("neighborhood")
-    m = default_neighborhood(height, width) if m is None else _int_option("neighborhood m", m)
+    m = options.neighborhood
+    m = default_neighborhood(height, width) if m is None else m
     if m > height * width:
         raise ValueError(
             f"ldp: neighborhood m={m} exceeds the {height * width} pixels of a {height}x{width} "
             f"image; choose 1..{height * width}"
         )
-    return PixelizationOptions(setting=setting, cell=b, neighborhood=m)
+    return PixelizationOptions(setting=options.setting, cell=b, neighborhood=m)
 
 
-def check_series_options(cell: CellConfig | Mapping[str, Any]) -> None:
+def check_series_options(options: LdpOptions) -> None:
     """Refuse image-only options on a series cell; the ValueError names them."""
-    options = cell if isinstance(cell, Mapping) else dict(cell.options)
-    given = [name for name in IMAGE_OPTIONS if options.get(name) is not None]
+    given = [name for name in IMAGE_OPTIONS if getattr(options, name) is not None]
     if given:
         raise ValueError(
             f"ldp: {', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to images only; "
@@ -139,11 +139,17 @@ class LocalDP(Mechanism):
     name = MechanismName.LDP
     param_name = "eps_i"
     default_grid = DEFAULT_GRIDS[Modality.IMAGE]
-    option_names = ("pixel_cell", "neighborhood", "ldp_setting")
+    options_type = LdpOptions
+
+    def options_of(self, cell: CellConfig) -> LdpOptions:
+        options = super().options_of(cell)
+        if not isinstance(options, LdpOptions):
+            raise TypeError(f"ldp needs LdpOptions, got {type(options).__name__}")
+        return options
 
     def validate_for_data(
         self,
-        options: Mapping[str, Any],
+        options: MechanismOptions,
         *,
         record_shape: tuple[int, ...],
         n_train: int,
@@ -151,9 +157,10 @@ class LocalDP(Mechanism):
         batch_size: int,
     ) -> None:
         """The setting, and b and m against the images' size (or no image options on series)."""
+        if not isinstance(options, LdpOptions):
+            raise TypeError(f"ldp needs LdpOptions, got {type(options).__name__}")
         if record_modality(record_shape) is Modality.SERIES:
             check_series_options(options)
-            _ldp_setting(options)
         else:
             options_for_images(options, record_shape)
 
@@ -164,7 +171,7 @@ class LocalDP(Mechanism):
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
         if record_modality(data.shape) is Modality.SERIES:
             return self._prepare_series(cell, data)
-        opts = pixelization_options(cell, data.shape)
+        opts = options_for_images(self.options_of(cell), data.shape)
         self.validate_value(cell.param_value)
 
         def perturb(split: str, pair: Pair) -> Pair:
@@ -192,8 +199,9 @@ class LocalDP(Mechanism):
         return Prepared(train=train, val=val, notes=notes)
 
     def _prepare_series(self, cell: CellConfig, data: CellData) -> Prepared:
-        check_series_options(cell)
-        setting = ldp_setting(cell)
+        options = self.options_of(cell)
+        check_series_options(options)
+        setting = options.setting
         self.validate_value(cell.param_value)
 
         def perturb(split: str, pair: Pair) -> Pair:
@@ -218,7 +226,7 @@ class LocalDP(Mechanism):
         }
         return Prepared(train=train, val=val, notes=notes)
 
-    def claim(self, cell: CellConfig, data: CellData, history: TrainHistory) -> PrivacyClaim:
+    def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
         if record_modality(data.shape) is Modality.SERIES:
             length, features = data.shape
             return laplace_claim(
@@ -228,7 +236,7 @@ class LocalDP(Mechanism):
                 window_stride=cell.option("window_stride"),
                 n_records=data.n_total,
             )
-        opts = pixelization_options(cell, data.shape)
+        opts = options_for_images(self.options_of(cell), data.shape)
         channels, height, width = data.shape
         return pixelization_claim(
             eps_i=cell.param_value,

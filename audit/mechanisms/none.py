@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import CellData, Mechanism
+from audit.mechanisms.base import CellData, Mechanism, Trained
 from audit.privacy.claim import PrivacyClaim
-from models.training import TrainHistory
 
 
 class NoPrivacy(Mechanism):
@@ -19,5 +18,5 @@ class NoPrivacy(Mechanism):
         if value is not None:
             raise ValueError(f"mechanism 'none' takes no parameter, got {value!r}")
 
-    def claim(self, cell: CellConfig, data: CellData, history: TrainHistory) -> PrivacyClaim:
+    def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
         return PrivacyClaim(epsilon=math.inf, delta=0.0, method="none", accountant="none")

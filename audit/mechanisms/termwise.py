@@ -1,21 +1,21 @@
 """``cdp-termwise``: term-wise DP-Adam (paper 004, Algorithm 1) with a batch-wise MMD term.
 
-Options: those of ``cdp`` (``clip_norm`` is C1) plus ``clip_norm_2`` (C2, default
-``DEFAULT_CLIP_RATIO * C1``), ``divergence`` (mmd or sparse, default mmd), ``alpha`` (default
-100), ``partitions`` (b, default 4) and ``termwise_accounting`` (stacked, the only value
-accepted: composed is refused because both terms share one Poisson batch; see
-``audit.privacy.termwise``). C2 = 0 or alpha = 0 trains and accounts standard
-DP-Adam.
+Options (:class:`TermwiseOptions`): those of ``cdp`` (``clip_norm`` is C1) plus
+``clip_norm_2`` (C2, default ``DEFAULT_CLIP_RATIO * C1``), ``divergence`` (mmd or sparse,
+default mmd), ``alpha`` (default 100), ``partitions`` (b, default 4) and ``termwise_accounting``
+(stacked, the only value accepted: composed is refused because both terms share one Poisson
+batch; see ``audit.privacy.termwise``). C2 = 0 or alpha = 0 trains and accounts standard DP-Adam.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import CellData, Context, Prepared
-from audit.mechanisms.cdp import CentralDP, check_steps, run_facts, with_extra
+from audit.mechanisms.base import CellData, Context, Prepared, Trained
+from audit.mechanisms.cdp import CdpOptions, CentralDP, ran_dp, run_facts, with_extra
+from audit.options import MechanismOptions, non_negative_float, option, positive_int
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.termwise import (
     PARTITION_SENSITIVITY_SHARED,
@@ -25,7 +25,7 @@ from audit.privacy.termwise import (
     termwise_noise_for_epsilon,
 )
 from core.seeding import Purpose, derive_seed
-from core.validation import check_non_negative, check_positive_int, parse_enum
+from core.validation import check_positive_int
 from models.divergences import Divergence
 from models.dp_training import DPSettings
 from models.termwise import (
@@ -49,6 +49,33 @@ def partition_sensitivity(*, n_train: int, partitions: int) -> float:
     return PARTITION_SENSITIVITY_SHARED
 
 
+def accounting_value(value: object) -> TermwiseAccounting:
+    """The accounting named by ``value``: stacked, the only one accepted (composed is refused)."""
+    return check_run_accounting(value)
+
+
+@dataclass(frozen=True)
+class TermwiseOptions(CdpOptions):
+    """The options of ``cdp-termwise``: those of ``cdp`` (``clip_norm`` is C1) and the batch
+    term's."""
+
+    mechanism: ClassVar[str] = "cdp-termwise"
+    clip_norm_2: float | None = option(
+        f"clip norm C2 of the batch-wise divergence term (default {DEFAULT_CLIP_RATIO:g} * C1)",
+        non_negative_float("clip norm C2 (--clip-norm-2)"),
+    )
+    partitions: int | None = option(
+        f"number b of disjoint batch partitions (default {DEFAULT_PARTITIONS})",
+        positive_int("partitions"),
+    )
+    termwise_accounting: TermwiseAccounting | None = option(
+        "stacked, the only value accepted (both terms share one Poisson batch: one sampled "
+        "Gaussian on the stacked pair, noise multiplier s/sqrt(5) for the partition sensitivity "
+        "2*C2); composed is refused, it is no bound for a shared batch",
+        accounting_value,
+    )
+
+
 class TermwiseDP(CentralDP):
     """``cdp-termwise``: sample-wise clip C1, per-partition clip C2, one noise multiplier s.
 
@@ -60,28 +87,17 @@ class TermwiseDP(CentralDP):
     """
 
     name = MechanismName.CDP_TERMWISE
-    option_names = (
-        "clip_norm",
-        "clip_norm_2",
-        "target_epsilon",
-        "delta",
-        "conversion",
-        "divergence",
-        "alpha",
-        "partitions",
-        "termwise_accounting",
-    )
+    options_type = TermwiseOptions
 
-    def validate_options(self, options: Mapping[str, Any], *, batch_size: int) -> None:
-        self._check_common(options)
-        if options.get("clip_norm_2") is not None:
-            check_non_negative("clip norm C2 (--clip-norm-2)", options["clip_norm_2"])
-        if options.get("alpha") is not None:
-            check_non_negative("alpha", options["alpha"])
-        if options.get("partitions") is not None:
-            check_positive_int("partitions", options["partitions"])
-        parse_enum(Divergence, options.get("divergence", Divergence.MMD.value), "divergence")
-        check_run_accounting(options.get("termwise_accounting", TermwiseAccounting.STACKED))
+    def validate_options(self, options: MechanismOptions, *, batch_size: int) -> None:
+        self.typed(options)  # every value was checked when the options were built
+
+    def typed(self, options: MechanismOptions) -> TermwiseOptions:
+        if not isinstance(options, TermwiseOptions):
+            raise TypeError(
+                f"{self.name.value} needs TermwiseOptions, got {type(options).__name__}"
+            )
+        return options
 
     def _train(
         self,
@@ -92,31 +108,36 @@ class TermwiseDP(CentralDP):
         settings: VAETrainSettings,
         dp: DPSettings,
     ) -> TrainHistory:
-        c2 = cell.option("clip_norm_2")
+        opts = self.typed(self.options_of(cell))
+        c2 = opts.clip_norm_2
         termwise = TermwiseSettings(
-            divergence=parse_enum(Divergence, cell.option("divergence", "mmd"), "divergence"),
-            alpha=float(cell.option("alpha", DEFAULT_ALPHA)),
-            partitions=int(cell.option("partitions", DEFAULT_PARTITIONS)),
-            clip_norm=DEFAULT_CLIP_RATIO * dp.clip_norm if c2 is None else float(c2),
+            divergence=opts.divergence or Divergence.MMD,
+            alpha=DEFAULT_ALPHA if opts.alpha is None else opts.alpha,
+            partitions=self.partitions(cell),
+            clip_norm=DEFAULT_CLIP_RATIO * dp.clip_norm if c2 is None else c2,
             seed=derive_seed(cell.seed, Purpose.TRAIN, "termwise", cell.config_hash),
         )
         return train_termwise_vae(
             model, prepared.train, prepared.val, settings, dp, termwise, progress=ctx.progress
         )
 
-    @staticmethod
-    def has_batch_term(cell: CellConfig) -> bool:
+    def partitions(self, cell: CellConfig) -> int:
+        value = self.typed(self.options_of(cell)).partitions
+        return DEFAULT_PARTITIONS if value is None else value
+
+    def has_batch_term(self, cell: CellConfig) -> bool:
         """Whether the run releases a batch-wise term (alpha > 0 and C2 > 0); known up front
         because the default C2 is a positive multiple of C1."""
-        c2 = cell.option("clip_norm_2")
-        return float(cell.option("alpha", DEFAULT_ALPHA)) > 0 and (c2 is None or float(c2) > 0)
+        opts = self.typed(self.options_of(cell))
+        alpha = DEFAULT_ALPHA if opts.alpha is None else opts.alpha
+        return alpha > 0 and (opts.clip_norm_2 is None or opts.clip_norm_2 > 0)
 
-    @staticmethod
-    def accounting(cell: CellConfig) -> TermwiseAccounting:
-        return check_run_accounting(cell.option("termwise_accounting", TermwiseAccounting.STACKED))
+    def accounting(self, cell: CellConfig) -> TermwiseAccounting:
+        value = self.typed(self.options_of(cell)).termwise_accounting
+        return check_run_accounting(TermwiseAccounting.STACKED if value is None else value)
 
     def noise_multiplier(self, cell: CellConfig, *, n_train: int) -> tuple[float, str]:
-        target = cell.option("target_epsilon")
+        target = self.typed(self.options_of(cell)).target_epsilon
         if target is None:
             return float(cell.param_value), "grid"
         s = termwise_noise_for_epsilon(
@@ -129,25 +150,29 @@ class TermwiseDP(CentralDP):
             accounting=self.accounting(cell),
             conversion=self.conversion(cell),
             partition_sensitivity=partition_sensitivity(
-                n_train=n_train, partitions=int(cell.option("partitions", DEFAULT_PARTITIONS))
+                n_train=n_train, partitions=self.partitions(cell)
             ),
         )
         return s, f"target-epsilon {target:g} (grid value {cell.param_value} ignored)"
 
-    def claim(self, cell: CellConfig, data: CellData, history: TrainHistory) -> PrivacyClaim:
+    def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
         n_train = len(data.train[0])
-        check_steps(history, n_train=n_train, cell=cell)
+        run = ran_dp(trained, n_train=n_train, cell=cell)
+        if run.batch_term is None:
+            raise RuntimeError(
+                "the term-wise loop recorded no batch term; the claim would be wrong"
+            )
         claim = termwise_claim(
             n_train=n_train,
             batch_size=cell.profile.batch_size,
             epochs=cell.profile.epochs,
-            noise_multiplier=history.extra["noise_multiplier"],
-            batch_clip_norm=history.extra["clip_norm_2"],
+            noise_multiplier=run.noise_multiplier,
+            batch_clip_norm=run.batch_term.clip_norm_2,
             delta=self.delta(cell, n_train),
             accounting=self.accounting(cell),
             conversion=self.conversion(cell),
             partition_sensitivity=partition_sensitivity(
-                n_train=n_train, partitions=int(history.extra["partitions"])
+                n_train=n_train, partitions=run.batch_term.partitions
             ),
         )
-        return with_extra(claim, run_facts(history))
+        return with_extra(claim, run_facts(trained))

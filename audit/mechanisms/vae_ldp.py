@@ -14,21 +14,20 @@ Which data the perturbation model learns from (option ``perturbation_data``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
+from typing import ClassVar
 
 import torch
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, vae_settings
+from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, Trained, vae_settings
+from audit.options import MechanismOptions, choice, option
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.vae_ldp import MEAN_BOUND, vae_ldp_claim
 from core.seeding import Purpose, derive_seed, torch_generator
-from core.validation import parse_enum
 from models.factory import model_family
-from models.perturbation import NoiseBound, ReleaseNoise
+from models.perturbation import NoiseBound
 from models.training import Pair, TrainHistory, train_vae
 
 log = logging.getLogger(__name__)
@@ -47,23 +46,25 @@ COVERAGE = {
     PerturbationData.TRAIN: "perturbation model trained on D_train, the records it perturbs"
     ": the claimed epsilon does NOT cover the perturbation model's own training",
 }
-RELEASE = {
-    ReleaseNoise.SIGMA: "released latent noise std exactly sigma (data-independent)",
-    ReleaseNoise.ENCODER: "released latent noise std max(sigma, v(x)) counted as sigma as in "
-    "paper 003, a record-dependent std is not covered by the Gaussian-mechanism bound",
-}
+#: How the released latent noise is drawn: std exactly sigma, whatever the record
+#: (:meth:`models.perturbation.NoiseBound.perturb`), which the Gaussian-mechanism bound covers.
+RELEASE_NOTE = "released latent noise std exactly sigma (data-independent)"
 
 
-def vae_ldp_options(
-    cell: CellConfig | Mapping[str, Any],
-) -> tuple[PerturbationData, ReleaseNoise]:
-    """The cell's (perturbation_data, release_noise), validated with the allowed values."""
-    options = cell if isinstance(cell, Mapping) else dict(cell.options)
-    data = parse_enum(
-        PerturbationData, options.get("perturbation_data", "val"), "perturbation data"
+@dataclass(frozen=True)
+class VaeLdpOptions(MechanismOptions):
+    """The options of ``vae-ldp``."""
+
+    mechanism: ClassVar[str] = "vae-ldp"
+    perturbation_data: PerturbationData | None = option(
+        "data the perturbation VAE is trained on: val (D_val, the default) or train (D_train, "
+        "paper 003's implicit choice; not covered by the claim)",
+        choice(PerturbationData, "perturbation data"),
     )
-    noise = parse_enum(ReleaseNoise, options.get("release_noise", "sigma"), "release noise")
-    return data, noise
+
+    @property
+    def source(self) -> PerturbationData:
+        return self.perturbation_data or PerturbationData.VAL
 
 
 def _empty(pair: Pair) -> Pair:
@@ -88,13 +89,16 @@ class VaeLdp(Mechanism):
     name = MechanismName.VAE_LDP
     param_name = "sigma"
     default_grid = (0.1, 1.0, 10.0, 100.0, 1000.0)
-    option_names = ("perturbation_data", "release_noise")
+    options_type = VaeLdpOptions
 
-    def validate_options(self, options: Mapping[str, Any], *, batch_size: int) -> None:
-        vae_ldp_options(options)
+    def options_of(self, cell: CellConfig) -> VaeLdpOptions:
+        options = super().options_of(cell)
+        if not isinstance(options, VaeLdpOptions):
+            raise TypeError(f"vae-ldp needs VaeLdpOptions, got {type(options).__name__}")
+        return options
 
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
-        source, release = vae_ldp_options(cell)
+        source = self.options_of(cell).source
         self.validate_value(cell.param_value)
         fit, monitor = (
             (data.val, _empty(data.val))
@@ -105,7 +109,7 @@ class VaeLdp(Mechanism):
 
         def perturb(split: str, pair: Pair) -> Pair:
             generator = torch_generator(cell.seed, Purpose.PERTURB, cell.config_hash, split)
-            return model.perturb(pair[0], pair[1], generator=generator, noise=release), pair[1]
+            return model.perturb(pair[0], pair[1], generator=generator), pair[1]
 
         notes: dict[str, float | str] = {
             "perturbation_data": source.value,
@@ -141,8 +145,8 @@ class VaeLdp(Mechanism):
         )
         return model, history
 
-    def claim(self, cell: CellConfig, data: CellData, history: TrainHistory) -> PrivacyClaim:
-        source, release = vae_ldp_options(cell)
+    def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
+        source = self.options_of(cell).source
         base = vae_ldp_claim(
             sigma=cell.param_value, latent_dim=cell.profile.latent_dim, delta=1.0 / data.n_total
         )
@@ -150,7 +154,7 @@ class VaeLdp(Mechanism):
             **base.extra,
             "delta_from": f"1/|D| with |D| = {data.n_total}",
             "coverage": COVERAGE[source],
-            "release_noise": RELEASE[release],
+            "release_noise": RELEASE_NOTE,
             "labels": "not perturbed (released as they are)",
         }
         return replace(base, extra=extra)

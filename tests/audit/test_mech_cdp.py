@@ -11,15 +11,16 @@ import pytest
 import torch
 
 from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, SweepConfig
-from audit.mechanisms import CellData, Context, get_mechanism
-from audit.mechanisms.cdp import MEDIAN_SOURCE, parse_clip_norm
+from audit.mechanisms import CellData, Context, Trained, get_mechanism
+from audit.mechanisms import make_cell as build_cell
+from audit.mechanisms.cdp import MEDIAN_SOURCE, ClipNormRule, parse_clip_norm
 from audit.mechanisms.termwise import partition_sensitivity
 from audit.privacy.cdp import cdp_claim, dp_sgd_epsilon
 from audit.privacy.termwise import termwise_epsilon
 from audit.sweep import run_sweep
 from core.progress import null_progress
 from core.schedule import dp_sgd_steps
-from models.dp_training import DEFAULT_CLIP_NORM
+from models.dp_training import DEFAULT_CLIP_NORM, DPRun, GradSampleMode
 from models.training import TrainHistory
 
 CTX = Context(device="cpu", progress=null_progress)
@@ -37,9 +38,7 @@ def make_data(n: tuple[int, int, int] = (16, 6, 10)) -> CellData:
 
 
 def make_cell(mech=MechanismName.CDP, z: float = 1.0, **options: object) -> CellConfig:
-    return CellConfig(
-        "digits", mech, "noise_multiplier", z, 0, SMALL, tuple(sorted(options.items()))
-    )
+    return build_cell("digits", mech, "noise_multiplier", z, 0, SMALL, options)
 
 
 def make_model(data: CellData):
@@ -60,8 +59,11 @@ def test_registered_with_the_grid_and_options():
     for mech in (CDP, TERMWISE):
         assert mech.param_name == "noise_multiplier"
         assert mech.default_grid == (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 4.0)
-        assert {"clip_norm", "target_epsilon", "delta", "conversion"} <= set(mech.option_names)
-    assert {"clip_norm_2", "partitions", "termwise_accounting"} <= set(TERMWISE.option_names)
+        names = set(mech.options_type.names())
+        assert {"clip_norm", "target_epsilon", "delta", "conversion"} <= names
+    assert {"clip_norm_2", "partitions", "termwise_accounting"} <= set(
+        TERMWISE.options_type.names()
+    )
 
 
 @pytest.mark.parametrize(
@@ -78,7 +80,7 @@ def test_registered_with_the_grid_and_options():
 )
 def test_cdp_rejects_bad_options_before_training(options, message):
     with pytest.raises(ValueError, match=message):
-        CDP.validate_options(options, batch_size=32)
+        CDP.validate_options(CDP.options_type.from_mapping(options), batch_size=32)
     with pytest.raises(ValueError, match=message):
         CDP.prepare(make_cell(**options), make_data(), CTX)
 
@@ -95,25 +97,29 @@ def test_cdp_rejects_bad_options_before_training(options, message):
 )
 def test_termwise_rejects_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
-        TERMWISE.validate_options(options, batch_size=32)
+        TERMWISE.validate_options(TERMWISE.options_type.from_mapping(options), batch_size=32)
 
 
 def test_termwise_accepts_a_divergence():
     TERMWISE.validate_options(
-        {"divergence": "sparse", "alpha": 10.0, "partitions": 2}, batch_size=32
+        TERMWISE.options_type.from_mapping(
+            {"divergence": "sparse", "alpha": 10.0, "partitions": 2}
+        ),
+        batch_size=32,
     )
 
 
 def test_parse_clip_norm():
-    assert parse_clip_norm("median") is None and parse_clip_norm(" Median ") is None
+    assert parse_clip_norm("median") is ClipNormRule.MEDIAN
+    assert parse_clip_norm(" Median ") is ClipNormRule.MEDIAN
     assert parse_clip_norm("2.5") == 2.5 and parse_clip_norm(3) == 3.0
 
 
 def test_cdp_trains_with_the_default_clip_norm_and_claims_the_steps_it_ran():
     data, cell = make_data(), make_cell()
     history = train(CDP, cell, data)
-    assert history.extra["clip_norm"] == DEFAULT_CLIP_NORM
-    assert history.extra["steps"] == dp_sgd_steps(n_train=16, batch_size=4, epochs=2)
+    assert history.history.dp.clip_norm == DEFAULT_CLIP_NORM
+    assert history.history.dp.steps == dp_sgd_steps(n_train=16, batch_size=4, epochs=2)
     claim = CDP.claim(cell, data, history)
     expected = cdp_claim(n_train=16, batch_size=4, epochs=2, noise_multiplier=1.0)
     assert claim.epsilon == expected.epsilon and claim.delta == 1 / 16
@@ -121,16 +127,30 @@ def test_cdp_trains_with_the_default_clip_norm_and_claims_the_steps_it_ran():
     assert claim.extra["clip_norm_source"] == f"default {DEFAULT_CLIP_NORM:g}"
 
 
+def dp_run(*, steps: int) -> DPRun:
+    """A DP run record at z = 1 of ``steps`` steps (what the claim reads)."""
+    return DPRun(
+        noise_multiplier=1.0,
+        clip_norm=1.0,
+        steps=steps,
+        sample_rate=0.25,
+        mean_batch_size=4.0,
+        grad_sample_mode=GradSampleMode.BK,
+    )
+
+
 def test_claim_refuses_a_history_with_other_steps():
     data, cell = make_data(), make_cell()
-    history = TrainHistory(extra={"noise_multiplier": 1.0, "steps": 3})
+    history = Trained(TrainHistory(dp=dp_run(steps=3)))
     with pytest.raises(RuntimeError, match="ran 3 noisy steps but the accountant counts 8"):
         CDP.claim(cell, data, history)
+    with pytest.raises(RuntimeError, match="recorded no DP run"):
+        CDP.claim(cell, data, Trained(TrainHistory()))
 
 
 def test_classic_conversion_and_delta_options():
     data = make_data()
-    history = TrainHistory(extra={"noise_multiplier": 1.0, "steps": 8})
+    history = Trained(TrainHistory(dp=dp_run(steps=8)))
     claim = CDP.claim(make_cell(conversion="classic", delta=1e-3), data, history)
     assert claim.method == "opacus-rdp/classic" and claim.delta == 1e-3
     assert claim.epsilon == dp_sgd_epsilon(
@@ -141,9 +161,9 @@ def test_classic_conversion_and_delta_options():
 def test_median_clip_norm_is_recorded_as_looking_at_private_data():
     data, cell = make_data(), make_cell(clip_norm="median")
     history = train(CDP, cell, data)
-    assert history.extra["clip_norm_source"] == MEDIAN_SOURCE
+    assert history.notes["clip_norm_source"] == MEDIAN_SOURCE
     assert "outside the accounting" in MEDIAN_SOURCE
-    assert math.isfinite(history.extra["clip_norm"]) and history.extra["clip_norm"] > 0
+    assert math.isfinite(history.history.dp.clip_norm) and history.history.dp.clip_norm > 0
     claim = CDP.claim(cell, data, history)
     assert "outside the accounting" in claim.extra["clip_norm_source"]
 
@@ -170,7 +190,7 @@ def test_termwise_claim_names_its_accounting_and_c2_zero_is_dp_adam():
     data = make_data()
     cell = make_cell(MechanismName.CDP_TERMWISE, clip_norm_2=0.0)
     history = train(TERMWISE, cell, data)
-    assert history.extra["clip_norm_2"] == 0.0
+    assert history.history.dp.batch_term.clip_norm_2 == 0.0
     claim = TERMWISE.claim(cell, data, history)
     assert claim.method == "opacus-rdp/termwise-no-batch-term/improved"
     assert (
@@ -179,7 +199,7 @@ def test_termwise_claim_names_its_accounting_and_c2_zero_is_dp_adam():
 
     cell = make_cell(MechanismName.CDP_TERMWISE, partitions=2)
     history = train(TERMWISE, cell, data)
-    assert history.extra["clip_norm_2"] == pytest.approx(0.1 * DEFAULT_CLIP_NORM)
+    assert history.history.dp.batch_term.clip_norm_2 == pytest.approx(0.1 * DEFAULT_CLIP_NORM)
     claim = TERMWISE.claim(cell, data, history)
     assert claim.method == "opacus-rdp/termwise-stacked/improved"
     assert claim.extra["partition_sensitivity"] == 2.0
@@ -190,7 +210,9 @@ def test_termwise_claim_names_its_accounting_and_c2_zero_is_dp_adam():
 
 def test_termwise_refuses_composed_accounting_before_training():
     with pytest.raises(ValueError, match="'composed' is refused.*allowed: stacked"):
-        TERMWISE.validate_options({"termwise_accounting": "composed"}, batch_size=4)
+        TERMWISE.validate_options(
+            TERMWISE.options_type.from_mapping({"termwise_accounting": "composed"}), batch_size=4
+        )
 
 
 def test_dp_noise_and_termwise_seeds_differ_per_cell(monkeypatch):

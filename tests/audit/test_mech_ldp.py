@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
-from audit.mechanisms import CellData, Context, get_mechanism
-from audit.mechanisms.ldp import LdpSetting, default_neighborhood, pixelization_options
+from audit.mechanisms import CellData, Context, Trained, get_mechanism
+from audit.mechanisms import make_cell as build_cell
+from audit.mechanisms.ldp import LdpSetting, default_neighborhood, options_for_images
 from audit.pipeline import attack_set
 from core.progress import null_progress
 from models.training import TrainHistory
@@ -33,14 +34,8 @@ def make_data(channels: int = 1, side: int = 8, n: tuple[int, int, int] = (12, 6
 
 
 def make_cell(eps_i: float = 1000.0, *, seed: int = 0, **options: object) -> CellConfig:
-    return CellConfig(
-        "digits",
-        MechanismName.LDP,
-        "eps_i",
-        eps_i,
-        seed,
-        PROFILES[ProfileName.QUICK],
-        tuple(sorted(options.items())),
+    return build_cell(
+        "digits", MechanismName.LDP, "eps_i", eps_i, seed, PROFILES[ProfileName.QUICK], options
     )
 
 
@@ -52,7 +47,7 @@ def clone(data: CellData) -> CellData:
 def test_registered_with_the_paper_grid_and_options():
     assert MECH.param_name == "eps_i"
     assert MECH.default_grid == (10000, 5000, 1000, 500, 100)
-    assert set(MECH.option_names) == {"pixel_cell", "neighborhood", "ldp_setting"}
+    assert set(MECH.options_type.names()) == {"pixel_cell", "neighborhood", "ldp_setting"}
 
 
 @pytest.mark.parametrize("channels", [1, 3])
@@ -153,7 +148,7 @@ def test_huge_epsilon_keeps_the_images():
 def test_claim_covers_any_two_records(channels, pixel_cell):
     # 8x8 images, default m = 8: channels * eps_i * 64 / 8, whatever the cell side b.
     data = make_data(channels)
-    claim = MECH.claim(make_cell(500.0, pixel_cell=pixel_cell), data, TrainHistory())
+    claim = MECH.claim(make_cell(500.0, pixel_cell=pixel_cell), data, Trained(TrainHistory()))
     assert claim.epsilon == channels * 500.0 * 8 and claim.delta == 0.0
     assert claim.extra["eps_i"] == 500.0
     assert claim.extra["epsilon_m_neighbourhood"] == channels * 500.0
@@ -164,7 +159,7 @@ def test_claim_covers_any_two_records(channels, pixel_cell):
 def test_dataset_sum_reproduces_paper_003_table_2():
     """LFW20: |D| = 1906 RGB images, eps_i = 10000 -> 5.718e+07 (paper 003, Table 2, LDP)."""
     data = make_data(3, n=(953, 381, 572))
-    claim = MECH.claim(make_cell(10000.0), data, TrainHistory())
+    claim = MECH.claim(make_cell(10000.0), data, Trained(TrainHistory()))
     assert math.isclose(claim.extra["epsilon_dataset_sum"], 5.718e7)
     assert claim.extra["epsilon_m_neighbourhood"] == 30000.0
 
@@ -173,7 +168,7 @@ def test_default_neighbourhood_is_sqrt_of_pixels():
     assert default_neighborhood(64, 64) == 64
     assert default_neighborhood(25, 25) == 25
     assert default_neighborhood(8, 8) == 8
-    opts = pixelization_options(make_cell(neighborhood=3), (1, 8, 8))
+    opts = options_for_images(MECH.options_of(make_cell(neighborhood=3)), (1, 8, 8))
     assert opts.neighborhood == 3 and opts.setting is LdpSetting.FULL and opts.cell == 1
 
 
@@ -182,7 +177,7 @@ def test_cell_not_dividing_the_image_is_refused_with_the_valid_sizes():
     with pytest.raises(ValueError, match=r"b=3 does not tile the 8x8 .*valid b: 1, 2, 4, 8"):
         MECH.prepare(make_cell(pixel_cell=3), data, CTX)
     with pytest.raises(ValueError, match=r"valid b: 1, 5, 25"):
-        pixelization_options(make_cell(pixel_cell=2), (1, 25, 25))
+        options_for_images(MECH.options_of(make_cell(pixel_cell=2)), (1, 25, 25))
 
 
 @pytest.mark.parametrize(
@@ -201,7 +196,7 @@ def test_bad_options_are_refused(options, message):
 
 def test_time_series_records_are_refused():
     with pytest.raises(ValueError, match="needs image records"):
-        pixelization_options(make_cell(), (500, 12))
+        options_for_images(MECH.options_of(make_cell()), (500, 12))
 
 
 def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):

@@ -12,7 +12,8 @@ import torch
 
 import audit.mechanisms.vae_ldp as vae_ldp_module
 from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
-from audit.mechanisms import CellData, Context, get_mechanism
+from audit.mechanisms import CellData, Context, Trained, get_mechanism
+from audit.mechanisms import make_cell as build_cell
 from audit.pipeline import attack_set
 from core.progress import null_progress
 from models.training import TrainHistory
@@ -38,15 +39,7 @@ def make_data(n: tuple[int, int, int] = (12, 8, 10), *, n_total: int | None = No
 
 
 def make_cell(sigma: float = 1.0, *, profile=TINY, seed: int = 0, **options) -> CellConfig:
-    return CellConfig(
-        "digits",
-        MechanismName.VAE_LDP,
-        "sigma",
-        sigma,
-        seed,
-        profile,
-        tuple(sorted(options.items())),
-    )
+    return build_cell("digits", MechanismName.VAE_LDP, "sigma", sigma, seed, profile, options)
 
 
 @pytest.fixture
@@ -66,7 +59,7 @@ def fitted_on(monkeypatch):
 def test_registered_with_the_paper_grid():
     assert MECH.param_name == "sigma"
     assert MECH.default_grid == (0.1, 1, 10, 100, 1000)
-    assert "perturbation_data" in MECH.option_names
+    assert MECH.options_type.names() == ("perturbation_data",)
 
 
 def test_default_trains_the_perturbation_model_on_val_and_never_looks_at_train(fitted_on):
@@ -86,9 +79,12 @@ def test_train_option_fits_on_the_records_it_perturbs_and_says_so(fitted_on):
     ((fit_x, monitor_x),) = fitted_on
     assert fit_x is data.train[0] and monitor_x is data.val[0]
     assert prepared.notes["perturbation_data"] == "train"
-    claim = MECH.claim(cell, data, TrainHistory())
+    claim = MECH.claim(cell, data, Trained(TrainHistory()))
     assert "does NOT cover" in claim.extra["coverage"]
-    assert "does NOT cover" not in MECH.claim(make_cell(), data, TrainHistory()).extra["coverage"]
+    assert (
+        "does NOT cover"
+        not in MECH.claim(make_cell(), data, Trained(TrainHistory())).extra["coverage"]
+    )
 
 
 def test_prepare_perturbs_train_and_val_and_leaves_the_real_data_alone():
@@ -123,7 +119,7 @@ def test_release_noise_differs_per_cell(monkeypatch):
     """Two cells (sigma 1 and 2, same seed) must not share the release noise draws."""
 
     class Fake:
-        def perturb(self, x, y, *, generator, noise):
+        def perturb(self, x, y, *, generator):
             return torch.randn(x.shape, generator=generator)
 
     monkeypatch.setattr(
@@ -170,12 +166,12 @@ def test_claim_reproduces_paper_003_table_2(sigma, n_total, expected):
     assert math.isclose(claim.extra["sensitivity"], 60.0)
 
 
-def test_release_noise_encoder_is_flagged_in_the_claim():
+def test_release_noise_is_always_sigma_and_said_so():
     data = make_data()
-    claim = MECH.claim(make_cell(release_noise="encoder"), data, TrainHistory())
-    assert "not covered" in claim.extra["release_noise"]
-    prepared = MECH.prepare(make_cell(release_noise="encoder"), data, CTX)
-    assert prepared.train[0].shape == data.train[0].shape
+    claim = MECH.claim(make_cell(), data, Trained(TrainHistory()))
+    assert (
+        claim.extra["release_noise"] == "released latent noise std exactly sigma (data-independent)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -185,7 +181,7 @@ def test_release_noise_encoder_is_flagged_in_the_claim():
             {"perturbation_data": "test"},
             "unknown perturbation data 'test'; choose one of: val, train",
         ),
-        ({"release_noise": "none"}, "unknown release noise 'none'; choose one of: sigma, encoder"),
+        ({"release_noise": "sigma"}, r"option\(s\) \['release_noise'\] are not read"),
     ],
 )
 def test_bad_options_are_refused_before_training(options, message, fitted_on):

@@ -13,6 +13,7 @@ import pytest
 
 from audit import results
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
+from audit.mechanisms import build_options
 from audit.report import load_runs, write_report
 from audit.sweep import build_cells
 from benchmark import main
@@ -31,7 +32,7 @@ def _configs(tmp_path, mechs=("cdp",), options=(), epochs=40):
         seeds=(0,),
         out=tmp_path,
         grid=(1.0,),
-        mech_options=options,
+        mech_options=build_options([MechanismName(m) for m in mechs], dict(options)),
     )
     return [cell.canonical() for cell, _ in build_cells(config, data_sha256="a" * 64)]
 
@@ -41,7 +42,7 @@ def test_a_later_sweep_with_other_settings_is_refused_naming_each_setting(tmp_pa
     with pytest.raises(ValueError) as err:
         results.claim_run(tmp_path, _configs(tmp_path, epochs=5))
     assert "epochs: 40 vs 5" in str(err.value) and "another --out" in str(err.value)
-    with pytest.raises(ValueError, match=r"cdp clip_norm: \(unset\) vs \"2\""):
+    with pytest.raises(ValueError, match=r"cdp clip_norm: \(unset\) vs 2\.0"):
         results.claim_run(tmp_path, _configs(tmp_path, options=(("clip_norm", "2"),)))
     # a mechanism the directory does not hold yet brings its own options; same settings: fine
     termwise = _configs(tmp_path, mechs=("cdp-termwise",), options=(("clip_norm", "2"),))

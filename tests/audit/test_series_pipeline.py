@@ -11,7 +11,7 @@ import torch
 from attacks import Distance
 from attacks.distances import distances_for
 from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, SweepConfig
-from audit.mechanisms import CellData, Context, get_mechanism
+from audit.mechanisms import CellData, Context, Trained, get_mechanism, make_cell
 from audit.sweep import run_sweep
 from core.progress import null_progress
 from core.records import Modality
@@ -38,7 +38,7 @@ def series_data(n=(40, 10, 10), shape=(20, 3), *, value: float = 0.0) -> CellDat
 
 def cell(mech: MechanismName, value: float, **options: object) -> CellConfig:
     profile = replace(TINY, epochs=1, latent_dim=4)
-    return CellConfig("basicmotions", mech, "p", value, 0, profile, tuple(options.items()))
+    return make_cell("basicmotions", mech, "p", value, 0, profile, options)
 
 
 def test_models_follow_the_modality():
@@ -86,12 +86,14 @@ def test_ldp_series_settings_clipping_and_claim():
     assert not torch.equal(full.train[0], data.train[0])
     only_train = ldp.prepare(cell(MechanismName.LDP, 1.0, ldp_setting="train"), data, CTX)
     assert torch.equal(only_train.val[0], data.val[0])
-    claim = ldp.claim(cell(MechanismName.LDP, 0.5), data, TrainHistory())
+    claim = ldp.claim(cell(MechanismName.LDP, 0.5), data, Trained(TrainHistory()))
     assert claim.epsilon == 0.5 * 20 * 3 and claim.delta == 0
     assert claim.extra["eps_per_measurement"] == 0.5
     # windows every 5 of 20 samples: each measurement in up to 4 windows, a window's time steps
     # perturbed 20 + 2 * (15 + 10 + 5) = 80 times in all
-    overlap = ldp.claim(cell(MechanismName.LDP, 0.5, window_stride=5), data, TrainHistory())
+    overlap = ldp.claim(
+        cell(MechanismName.LDP, 0.5, window_stride=5), data, Trained(TrainHistory())
+    )
     assert overlap.extra["eps_per_measurement"] == 2.0
     assert overlap.epsilon == 0.5 * 80 * 3
     with pytest.raises(ValueError, match="pixel_cell applies to images only"):

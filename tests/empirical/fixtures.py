@@ -7,6 +7,7 @@ import torch
 
 from audit.config import CellConfig, MechanismName, Profile
 from audit.mechanisms import CellData, Context
+from audit.mechanisms.cdp import CdpOptions
 from core.progress import null_progress
 
 #: z = 3, q = 16/64, 16 steps, delta = 1e-5: Opacus RDP (improved) gives eps = 1.63.
@@ -32,7 +33,7 @@ def tiny_cell(z: float = 3.0, seed: int = 0) -> CellConfig:
         param_value=z,
         seed=seed,
         profile=TINY_PROFILE,
-        options=(("delta", 1e-5),),
+        mech_options=CdpOptions(delta=1e-5),
     )
 
 

@@ -147,5 +147,5 @@ def test_an_empty_hook_leaves_training_bit_identical() -> None:
         )
         history = train_dp_vae(model, data.train, data.val, settings, dp, audit_hook=hook)
         states.append(model.state_dict())
-    assert hook.seen == history.extra["steps"] == 4
+    assert hook.seen == history.dp.steps == 4
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])

@@ -309,8 +309,8 @@ def run(seed_noise: int = 0, *, mode: GradSampleMode = GradSampleMode.EW, epochs
 
 def test_training_runs_the_accounted_steps_and_is_reproducible():
     vae, history = run()
-    assert history.extra["steps"] == math.ceil(2 * 24 / 8)
-    assert history.extra["clip_norm"] == 1.0 and history.extra["grad_sample_mode"] == "ew"
+    assert history.dp.steps == math.ceil(2 * 24 / 8)
+    assert history.dp.clip_norm == 1.0 and history.dp.grad_sample_mode.value == "ew"
     assert len(history.train_loss) == len(history.val_loss) == 2
     again, _ = run()
     for a, b in zip(vae.state_dict().values(), again.state_dict().values(), strict=True):

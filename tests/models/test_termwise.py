@@ -253,13 +253,13 @@ def test_without_a_batch_term_termwise_is_dp_adam_exactly(termwise):
         standard.state_dict().values(), termwise_model.state_dict().values(), strict=True
     ):
         assert torch.equal(a, b)
-    assert history.extra["clip_norm_2"] == 0.0
+    assert history.dp.batch_term.clip_norm_2 == 0.0
 
 
 def test_with_a_batch_term_the_run_differs():
     standard, termwise_model, history = train_both(settings_for(0.5, alpha=5.0))
     assert not torch.equal(standard.fc_mu.weight, termwise_model.fc_mu.weight)
-    assert history.extra["clip_norm_2"] == 0.5 and history.extra["divergence"] == "mmd"
+    assert history.dp.batch_term.clip_norm_2 == 0.5 and history.dp.batch_term.divergence == "mmd"
 
 
 @pytest.mark.parametrize("gradients", list(PartitionGradients))
@@ -273,7 +273,7 @@ def test_ghost_sample_term_trains_with_either_partition_method(gradients):
     history = train_termwise_vae(
         vae, train, val, settings, dp, settings_for(0.5, gradients=gradients)
     )
-    assert history.extra["grad_sample_mode"] == "ghost" and math.isfinite(history.train_loss[0])
+    assert history.dp.grad_sample_mode.value == "ghost" and math.isfinite(history.train_loss[0])
 
 
 def test_batch_term_noise_stays_on_the_encoder():
