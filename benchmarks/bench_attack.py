@@ -36,9 +36,9 @@ import numpy as np
 import torch
 from timing import median_times
 
-from attacks import distances
 from attacks.base import AttackData
-from attacks.distances import Distance
+from attacks.distances import Distance, batching
+from attacks.distances.structural_similarity import SSIM_NUMBA
 from attacks.reconstruction import (
     DEFAULT_MAX_DECODED,
     PAPER_N_SAMPLES,
@@ -163,11 +163,11 @@ def measure_memory(args: argparse.Namespace, n_samples: int) -> dict[str, float]
 
 def configuration(args: argparse.Namespace, *, size: int, channels: int) -> str:
     """One line: what ran where."""
-    ssim_path = "numba kernel, torch's count" if distances.SSIM_NUMBA else "torch path, 1"
+    ssim_path = "numba kernel, torch's count" if SSIM_NUMBA else "torch path, 1"
     return (
         f"{channels}x{size}x{size} ConditionalConvVAE (latent {LATENT_DIM}, untrained); "
         f"torch {torch.__version__}, {args.threads} torch threads (MSE uses "
-        f"{distances.DISTANCE_CPU_THREADS}; SSIM: {ssim_path}), "
+        f"{batching.DISTANCE_CPU_THREADS}; SSIM: {ssim_path}), "
         f"{os.cpu_count()} CPUs, "
         f"max_decoded {args.max_decoded}"
     )

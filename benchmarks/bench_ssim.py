@@ -25,8 +25,14 @@ import torch
 from skimage.metrics import structural_similarity
 from timing import median_times
 
-from attacks import distances
-from attacks.distances import ssim, ssim_to_records
+from attacks.distances import (
+    batching,
+    ssim,
+    ssim_numba,
+    ssim_to_records,
+    ssim_torch,
+)
+from attacks.distances.structural_similarity import SSIM_NUMBA
 
 
 def parse_args() -> argparse.Namespace:
@@ -64,15 +70,15 @@ def skimage_pairwise(recon: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 def kernel_line(first_call: float) -> str:
     """The CPU path's kernel, its threads and what its first call cost (compiling or loading)."""
-    if not distances.SSIM_NUMBA:
+    if not SSIM_NUMBA:
         return "CPU path: torch operations (numba missing): the ratios below are the torch path's"
-    numba = distances.numba
-    stats = distances._nb_ssim_pairs.stats
+    numba = ssim_numba.numba
+    stats = ssim_numba._nb_ssim_pairs.stats
     how = "loaded from numba's cache" if stats.cache_hits else "compiled"
     threads = torch.get_num_threads()
     return (
         f"CPU path: numba {numba.__version__} kernel on {threads} pool thread(s), "
-        f"{distances.SSIM_RUNS_PER_THREAD if threads > 1 else 1} run(s) of pairs per thread; "
+        f"{ssim_numba.SSIM_RUNS_PER_THREAD if threads > 1 else 1} run(s) of pairs per thread; "
         f"first call {first_call:.2f} s ({how}), not in the timings"
     )
 
@@ -92,14 +98,14 @@ def main() -> None:
     values = {
         "ssim_to_records (attack)": attack_values,
         "ssim (independent pairs)": ssim(flat_recon, flat_targets).numpy(),
-        "torch path (attack)": distances._ssim_to_records_torch(recon_t, targets_t).numpy().ravel(),
+        "torch path (attack)": ssim_torch.ssim_to_records_torch(recon_t, targets_t).numpy().ravel(),
     }
     times = median_times(
         {
             "skimage, pair by pair": lambda: skimage_pairwise(recon, targets),
             "ssim_to_records (attack)": lambda: ssim_to_records(recon_t, targets_t),
             "ssim (independent pairs)": lambda: ssim(flat_recon, flat_targets),
-            "torch path (attack)": lambda: distances._ssim_to_records_torch(recon_t, targets_t),
+            "torch path (attack)": lambda: ssim_torch.ssim_to_records_torch(recon_t, targets_t),
         },
         args.repeats,
     )
@@ -110,8 +116,8 @@ def main() -> None:
     )
     print(kernel_line(first_call))
     print(
-        f"torch path: {distances.DISTANCE_CPU_THREADS} thread, blocks of "
-        f"{distances.SSIM_BLOCK_ELEMENTS} pixels"
+        f"torch path: {batching.DISTANCE_CPU_THREADS} thread, blocks of "
+        f"{ssim_torch.SSIM_BLOCK_ELEMENTS} pixels"
     )
     baseline_wall, baseline_cpu = times["skimage, pair by pair"]
     print(f"{'path':<28}{'wall ms/pair':>14}{'CPU ms/pair':>13}{'speed-up':>10}{'max |diff|':>12}")

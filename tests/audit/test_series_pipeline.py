@@ -23,7 +23,7 @@ from models.training import TrainHistory
 from models.vae import ConditionalConvVAE
 
 from ..privacy.stats import Z_THRESHOLD, laplace_variance_z
-from .test_motionsense import build_motionsense_fixture
+from .datasets.fixtures import build_motionsense_fixture
 
 CTX = Context(device="cpu", progress=null_progress)
 TINY = replace(PROFILES[ProfileName.QUICK], epochs=2, attack_samples=3, classifier_epochs=2)

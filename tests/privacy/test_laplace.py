@@ -6,9 +6,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from audit.datasets.series import windows
 from audit.privacy import laplace_claim, laplace_perturb_series, sample_laplace
 from audit.privacy.laplace import max_perturbations_per_window, max_windows_per_measurement
-from audit.series import windows
 
 from .stats import Z_THRESHOLD, laplace_variance_z
 

@@ -1,5 +1,5 @@
 """MotionSense's download path, offline: a fake archive in the real layout stands in for the
-network (``audit.motionsense.fetch`` is monkeypatched; no test touches the internet)."""
+network (``audit.datasets.motionsense.fetch`` is monkeypatched; no test touches the internet)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit import io, motionsense
-from audit.datasets import DatasetUnavailable, load_dataset
-from audit.motionsense import FOLDER, MANIFEST, URL, sha256_of
+from audit import io
+from audit.datasets import DatasetUnavailable, load_dataset, motionsense
+from audit.datasets.motionsense import FOLDER, MANIFEST, URL, sha256_of
 
-from .test_motionsense import FIXTURE_SUBJECTS, FIXTURE_TRIALS, build_motionsense_fixture
+from .fixtures import FIXTURE_SUBJECTS, FIXTURE_TRIALS, build_motionsense_fixture
 
 
 def build_archive(path: Path, source: Path, *, junk: bool = True) -> Path:

@@ -42,8 +42,8 @@ import numpy as np
 import pandas as pd
 
 from audit import io
-from audit.datasets import Dataset, DatasetUnavailable
-from audit.series import GYRO_RAD_S, ChannelScaler, windows
+from audit.datasets.dataset import Dataset, DatasetSpec, DatasetUnavailable
+from audit.datasets.series import GYRO_RAD_S, ChannelScaler, windows
 from core.records import Modality
 
 log = logging.getLogger(__name__)
@@ -362,3 +362,19 @@ def load_motionsense(
         modality=Modality.SERIES,
         channel_ranges=RANGES,
     )
+
+
+def _load(data_home: Path | None, *, window_stride: int | None = None) -> Dataset:
+    """MotionSense device-motion windows (10 s at 50 Hz, a new one every ``window_stride``
+    samples; default 500, non-overlapping) from ``--data-home``, downloaded there if absent."""
+    return load_motionsense(data_home, stride=window_stride)
+
+
+SPEC = DatasetSpec(
+    name=NAME,
+    modality=Modality.SERIES,
+    loader=_load,
+    split_fractions=SPLIT_FRACTIONS,
+    window_stride=WINDOW,
+    channel_ranges=RANGES,
+)

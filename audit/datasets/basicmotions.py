@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.datasets import Dataset, DatasetUnavailable
-from audit.series import GYRO_RAD_S, ChannelScaler, G
+from audit.datasets.dataset import Dataset, DatasetSpec, DatasetUnavailable
+from audit.datasets.series import GYRO_RAD_S, ChannelScaler, G
 from core.records import Modality
 
 log = logging.getLogger(__name__)
@@ -114,3 +114,8 @@ def load_basicmotions(data_home: Path | None = None) -> Dataset:
     y = np.array([classes.index(label) for p in parts for label in p[1]], dtype=np.int64)
     log.info("BasicMotions: %d series of shape %s", len(x), x.shape[1:])
     return Dataset(NAME, x, y, classes, modality=Modality.SERIES, channel_ranges=RANGES)
+
+
+SPEC = DatasetSpec(
+    name=NAME, modality=Modality.SERIES, loader=load_basicmotions, channel_ranges=RANGES
+)

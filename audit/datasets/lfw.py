@@ -1,0 +1,99 @@
+"""Labeled Faces in the Wild: scikit-image's embedded 25x25 face/non-face subset
+(``lfw-subset``), and the 20 or 50 LFW identities with the most images (``lfw20``, ``lfw50``)
+read through scikit-learn's ``fetch_lfw_people``."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from audit.datasets.dataset import Dataset, DatasetSpec, DatasetUnavailable, to_float_images
+from core.records import Modality
+
+
+def load_lfw_subset(data_home: Path | None = None) -> Dataset:
+    """scikit-image's 200 25x25 LFW crops: the first 100 are faces, the rest non-faces."""
+    from skimage import data
+
+    images = data.lfw_subset()
+    x = to_float_images(images[:, None])
+    if x.max() > 1:
+        x = x / 255.0
+    y = np.repeat(np.array([1, 0], dtype=np.int64), 100)
+    return Dataset("lfw-subset", x, y, ("non-face", "face"))
+
+
+def _lfw_offline_error(name: str, data_home: Path | None, reason: str) -> DatasetUnavailable:
+    where = (
+        str(data_home) if data_home else "scikit-learn's default data home (~/scikit_learn_data)"
+    )
+    return DatasetUnavailable(
+        f"dataset {name!r} needs LFW, which is not in {where} and could not be downloaded "
+        f"({reason}); fetch it where the internet is reachable with "
+        f"sklearn.datasets.fetch_lfw_people(data_home=DIR) and pass --data-home DIR, "
+        f"or use an embedded dataset (digits, lfw-subset)"
+    )
+
+
+def _lfw_top_identities(name: str, k: int, data_home: Path | None, side: int = 64) -> Dataset:
+    """The k LFW identities with the most images, RGB, resized to side x side.
+
+    Notes: loaded through ``fetch_lfw_people`` (funneled, its default face crop 125x94), so the
+    layout is scikit-learn's ``lfw_home/lfw_funneled/<Name>/<Name>_NNNN.jpg``. Ties in image count
+    at the k-th identity are broken by name.
+    """
+    from skimage.transform import resize
+    from sklearn.datasets import fetch_lfw_people, get_data_home
+
+    folder = Path(get_data_home(data_home)) / "lfw_home" / "lfw_funneled"
+    if not folder.is_dir():
+        try:  # download once; the impossible filter keeps the load itself empty
+            fetch_lfw_people(data_home=data_home, min_faces_per_person=10**9, n_retries=1)
+        except ValueError:
+            pass  # "min_faces_per_person is too restrictive": the download itself succeeded
+        except OSError as exc:  # URLError is an OSError
+            raise _lfw_offline_error(name, data_home, type(exc).__name__) from None
+    if not folder.is_dir():
+        raise _lfw_offline_error(name, data_home, f"{folder} is missing")
+    counts = {p.name: sum(1 for _ in p.glob("*.jpg")) for p in folder.iterdir() if p.is_dir()}
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if len(ranked) < k:
+        raise DatasetUnavailable(
+            f"dataset {name!r} needs {k} identities but {folder} holds {len(ranked)}"
+        )
+    chosen = {n.replace("_", " ") for n, _ in ranked[:k]}
+    try:
+        bunch = fetch_lfw_people(
+            data_home=data_home,
+            min_faces_per_person=ranked[k - 1][1],
+            color=True,
+            resize=1.0,
+            download_if_missing=False,
+        )
+    except OSError as exc:
+        raise _lfw_offline_error(name, data_home, str(exc)) from None
+    keep_names = [n for n in bunch.target_names if n in chosen]
+    remap = {
+        old: new
+        for new, old in enumerate(i for i, n in enumerate(bunch.target_names) if n in chosen)
+    }
+    mask = np.isin(bunch.target, list(remap))
+    images = bunch.images[mask]
+    images = images / 255.0 if images.max() > 1 else images
+    x = np.stack([resize(im, (side, side), anti_aliasing=True) for im in images])
+    x = to_float_images(np.clip(x, 0, 1).transpose(0, 3, 1, 2))
+    y = np.array([remap[t] for t in bunch.target[mask]], dtype=np.int64)
+    return Dataset(name, x, y, tuple(keep_names))
+
+
+SPECS = (
+    DatasetSpec(name="lfw-subset", modality=Modality.IMAGE, loader=load_lfw_subset),
+    DatasetSpec(
+        name="lfw20", modality=Modality.IMAGE, loader=partial(_lfw_top_identities, "lfw20", 20)
+    ),
+    DatasetSpec(
+        name="lfw50", modality=Modality.IMAGE, loader=partial(_lfw_top_identities, "lfw50", 50)
+    ),
+)
