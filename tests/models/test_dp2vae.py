@@ -247,3 +247,17 @@ def test_more_subsets_than_records_is_refused():
     x, y = image_data(4)
     with pytest.raises(ValueError, match="got 5"):
         train_dp2vae(model, (x, y), settings, dp, Dp2Settings(subsets=5, pretrain_epochs=1))
+
+
+def test_an_empty_subset_releases_pure_noise_steps():
+    x, y = image_data(6)
+    sizes = torch.bincount(subset_assignment(6, 6, seed=3), minlength=6)
+    assert (sizes == 0).any()  # seed 3 leaves a subset empty
+    model = small_vae(dtype=torch.float32)
+    settings = VAETrainSettings(epochs=2, batch_size=2, lr=1e-2, beta=1.0, seed=3)
+    dp = DPSettings(noise_multiplier=1.0, clip_norm=1.0, noise_seed=0)
+    record = train_dp2vae(model, (x, y), settings, dp, Dp2Settings(subsets=6, pretrain_epochs=1))
+    empty = [k for k, s in enumerate(record.subset_sizes) if s == 0]
+    assert all(record.pretrain_steps[k] == 0 for k in empty)
+    assert sum(record.subset_choices[k] for k in empty) > 0
+    assert all(torch.isfinite(p).all() for p in model.parameters())
