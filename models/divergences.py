@@ -17,6 +17,8 @@ from enum import Enum
 
 import torch
 
+from models.priors import GaussianMixturePrior, diagonal_gaussian_log_prob
+
 #: Paper 004, Section 5.1: the scales s_l of the Cauchy kernel sum.
 CAUCHY_SCALES: tuple[float, ...] = (0.2, 0.4, 1.0, 2.0, 4.0, 10.0)
 #: Paper 004, Section 5.1: share gamma of "off" coordinates in the sparse prior.
@@ -86,3 +88,74 @@ def sample_prior(
         std = torch.where(spike, math.sqrt(SPARSE_SPIKE_VARIANCE), 1.0)
         out = std * torch.randn(n, dim, generator=generator)
     return out.to(device)
+
+
+def aggregate_posterior_log_prob(
+    z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor
+) -> torch.Tensor:
+    """log q_s(z_j) (m,) of the aggregate posterior of a partition s, at points z (m, d).
+
+    q_s(z) = (1/n) sum_i N(z; mu_i, diag(exp(logvar_i))), the mixture of the n records'
+    posteriors q(z | x_i) (mu, logvar: (n, d), n >= 1), by a log-sum-exp over i.
+    """
+    if mu.ndim != 2 or mu.shape != logvar.shape or len(mu) < 1:
+        raise ValueError(
+            f"mu and logvar must both be (n, d) with n >= 1, got {tuple(mu.shape)} and "
+            f"{tuple(logvar.shape)}"
+        )
+    if z.ndim != 2 or z.shape[1] != mu.shape[1]:
+        raise ValueError(f"z must be (m, {mu.shape[1]}), got {tuple(z.shape)}")
+    log_q = diagonal_gaussian_log_prob(z[:, None, :], mu[None], logvar[None])  # (m, n)
+    return torch.logsumexp(log_q, dim=1) - math.log(len(mu))
+
+
+def kl_prior_aggregate_at(
+    prior_samples: torch.Tensor,
+    mu: torch.Tensor,
+    logvar: torch.Tensor,
+    *,
+    prior: GaussianMixturePrior,
+) -> torch.Tensor:
+    """KL(p(z) || q_s(z)) estimated at given samples z_j ~ p (m, d): a scalar.
+
+    ``mean_j [log p(z_j) - log q_s(z_j)]`` with q_s the partition's aggregate posterior
+    (:func:`aggregate_posterior_log_prob`); Mathieu et al.'s (2019) ``kld_inc``, the estimator
+    paper 004 (Section 5.2) prints as ``sum_{j=1}^{|s|} (log p(z_j) - log sum_{i=1}^{|s|}
+    q(z_j | x_i))`` with m = |s| prior samples. The printed form is m times this value minus the
+    constant m log |s|: the same gradients up to the factor m, which only rescales alpha.
+    Unbiased for KL(p || q_s) given the partition (q_s is the mixture over the partition, not
+    the population's aggregate posterior). Gradients reach mu and logvar, not the samples.
+    """
+    if prior_samples.ndim != 2 or len(prior_samples) < 1:
+        raise ValueError(
+            f"prior_samples must be (m, d) with m >= 1, got {tuple(prior_samples.shape)}"
+        )
+    log_p = prior.log_prob(prior_samples)
+    return (log_p - aggregate_posterior_log_prob(prior_samples, mu, logvar)).mean()
+
+
+def kl_prior_aggregate(
+    mu: torch.Tensor,
+    logvar: torch.Tensor,
+    *,
+    prior: GaussianMixturePrior,
+    generator: torch.Generator,
+    num_samples: int | None = None,
+) -> torch.Tensor:
+    """Paper 004's batch-wise KL(p(z) || q(z)) (Section 5.2) of one partition: a scalar.
+
+    Draws ``num_samples`` z_j ~ p from ``generator`` (default: as many as the partition has
+    records, |s|, as the paper and Mathieu et al. do) and returns
+    :func:`kl_prior_aggregate_at` at them. mu and logvar are the partition's encoder outputs
+    (n, d). Unlike the MMD it needs no reparameterised codes of the records.
+
+    Notes:
+        Under term-wise DP the number of prior draws must not depend on the data: pass a fixed
+        ``num_samples`` (``models.termwise`` uses max(2, ceil(B / b)) per partition), or the
+        draws a partition sees shift with the other partitions' sizes.
+    """
+    m = len(mu) if num_samples is None else num_samples
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"num_samples must be a positive integer, got {num_samples!r}")
+    z = prior.sample(m, generator=generator, dtype=mu.dtype).to(mu.device)
+    return kl_prior_aggregate_at(z, mu, logvar, prior=prior)
