@@ -6,7 +6,7 @@ grad-sample mode, and term-wise DP-Adam; print each against the non-private epoc
                                       [--model conv | lstm]
 
 Every path is the real training loop (``models.training.train_vae``,
-``models.dp_training.train_dp_vae``, ``models.termwise.train_termwise_vae``) on random data,
+``models.dp.train_dp_vae``, ``models.dp.termwise_loop.train_termwise_vae``) on random data,
 one epoch, no validation set. The DP epochs run ceil(N / B) Poisson-sampled steps of expected
 size B, the non-private epoch ceil(N / B) shuffled batches of size B. Each path first runs one
 untimed warm-up step; the reported times are the fastest of ``--repeats`` interleaved epochs,
@@ -16,7 +16,7 @@ CPU time with ``--threads 1`` is the stable measure of the work each path does.
 Ghost clipping: the loss is a sum of per-example terms, so Opacus's ghost clipping applies to DP-
 Adam; Opacus 1.6 has ghost norms for Linear layers only, so the conv layers (most of the work)
 materialise per-layer per-example gradients anyway, and a second backward pass follows. It
-cannot clip per partition. ``bk`` is book-keeping (``models.bk_clipping``, the default): one
+cannot clip per partition. ``bk`` is book-keeping (``models.dp.book_keeping``, the default): one
 input-only backward pass, per-layer ghost or materialised norms, one re-weighted weight-gradient
 product per layer. Term-wise epochs use the default mode for the sample-wise term and either
 per-partition method for the batch-wise term (b = 4 partitions, alpha = 100, MMD):
@@ -35,14 +35,14 @@ from collections.abc import Callable
 import torch
 
 from models.divergences import Divergence
-from models.dp_training import (
+from models.dp import (
     DEFAULT_GRAD_SAMPLE_MODE,
     DPSettings,
     GradSampleMode,
     train_dp_vae,
 )
+from models.dp.termwise_loop import PartitionGradients, TermwiseSettings, train_termwise_vae
 from models.lstm_vae import LstmVAE
-from models.termwise import PartitionGradients, TermwiseSettings, train_termwise_vae
 from models.training import Pair, VAETrainSettings, train_vae
 from models.vae import ConditionalConvVAE
 

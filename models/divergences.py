@@ -151,7 +151,7 @@ def kl_prior_aggregate(
 
     Notes:
         Under term-wise DP the number of prior draws must not depend on the data: pass a fixed
-        ``num_samples`` (``models.termwise`` uses max(2, ceil(B / b)) per partition), or the
+        ``num_samples`` (``models.dp.termwise_loop`` uses max(2, ceil(B / b)) per partition), or the
         draws a partition sees shift with the other partitions' sizes.
     """
     m = len(mu) if num_samples is None else num_samples

@@ -11,7 +11,7 @@ decoder's standard deviation is softplus(h) + :data:`MIN_DECODER_STD` (a floor a
 variance collapse a free Gaussian likelihood allows on 400 points).
 
 Every trainable parameter sits in an ``nn.Linear``, so Opacus's grad-sample modes and the
-book-keeping clipper (``models.bk_clipping``) compute its per-example gradients.
+book-keeping clipper (``models.dp.book_keeping``) compute its per-example gradients.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class MlpVAE(nn.Module):
     The clustering task is unsupervised and Mathieu et al.'s model unconditional, so labels are
     ignored unless ``conditional=True``, which appends the one-hot label to the encoder's input
     and to z (as the conv VAE does). The layer names ``encoder``, ``fc_mu`` and ``fc_logvar``
-    are those ``models.termwise.encoder_parameters`` reads.
+    are those ``models.dp.termwise_loop.encoder_parameters`` reads.
 
     ``prior`` is the p(z) of the sample-wise KL: None for N(0, I) (closed form), or a
     :class:`models.priors.GaussianMixturePrior` (Monte-Carlo, paper 004, Eq. 11).

@@ -77,7 +77,7 @@ class VAETrainSettings:
 
 @runtime_checkable
 class DPRunRecord(Protocol):
-    """What :class:`models.dp_training.DPRun` provides (declared here: imports point one way)."""
+    """What :class:`models.dp.DPRun` provides (declared here: imports point one way)."""
 
     noise_multiplier: float
     clip_norm: float

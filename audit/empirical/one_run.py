@@ -11,7 +11,7 @@ Canary kinds:
 - ``gradient``: each canary is a record whose gradient is a fixed vector along its own
   parameter coordinate, of norm ``canary_norm`` * C before clipping; in each step it is
   Poisson-sampled at the real records' rate and its clipped gradient joins the clipped sum
-  before the noise (the audit hook of :func:`models.dp_training.train_dp_vae`). Score: the sum
+  before the noise (the audit hook of :func:`models.dp.train_dp_vae`). Score: the sum
   over steps of the released noisy gradient on the canary's coordinate. DP-SGD's threat model
   releases every noisy gradient (the accountant composes them all), so any function of them
   is a valid test; the final parameters' move (``parameter_move`` in the result) is valid too
@@ -43,7 +43,7 @@ from audit.mechanisms.base import Prepared, vae_settings
 from audit.privacy.cdp import cdp_claim
 from audit.privacy.claim import PrivacyClaim
 from core.seeding import Purpose, derive_seed, numpy_rng, torch_generator
-from models.dp_training import DPSettings, clip_and_sum, train_dp_vae
+from models.dp import DPSettings, clip_and_sum, train_dp_vae
 from models.factory import model_family
 
 #: Tag that separates every seed of the audit run from the cell's own.
@@ -143,12 +143,12 @@ def count_correct(
 
 
 class GradientCanaries:
-    """The audit hook (:class:`models.dp_training.AuditHook`) for gradient canaries.
+    """The audit hook (:class:`models.dp.AuditHook`) for gradient canaries.
 
     Canary j is the vector ``canary_norm * C * e_{c_j}`` on its own coordinate c_j, drawn
     without replacement from every trainable coordinate of ``params``. Each step, every
     included canary is sampled with probability ``sample_rate``; the sampled ones are clipped by
-    :func:`models.dp_training.clip_and_sum` (all canaries share a norm, so one clipped value
+    :func:`models.dp.clip_and_sum` (all canaries share a norm, so one clipped value
     serves all) and added to the clipped sum. ``sums`` accumulates the released noisy
     gradient on each canary's coordinate.
     """

@@ -48,7 +48,7 @@ class Prepared:
 @dataclass(frozen=True)
 class Trained:
     """What training the target VAE did: its loss history (with the DP loop's frozen
-    :class:`models.dp_training.DPRun`, if any) and how the mechanism chose its settings
+    :class:`models.dp.DPRun`, if any) and how the mechanism chose its settings
     (``notes``, e.g. where the clip norm came from), both read by the claim."""
 
     history: TrainHistory

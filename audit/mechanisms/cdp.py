@@ -4,7 +4,7 @@ Options (:class:`CdpOptions`, one ``benchmark.py`` flag each): ``clip_norm`` (a 
 ``median``: paper 003's heuristic), ``target_epsilon`` (calibrates z and ignores the cell's grid
 value), ``delta`` (default 1/N_train), ``conversion`` (improved, the default, or classic).
 ``divergence`` / ``alpha`` are accepted only to be refused: a batch-wise divergence needs
-``cdp-termwise`` (``models.dp_training.check_per_example_objective``).
+``cdp-termwise`` (``models.dp.check_per_example_objective``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from core.schedule import dp_sgd_steps
 from core.seeding import Purpose, derive_seed
 from core.validation import check_batch
 from models.divergences import Divergence
-from models.dp_training import (
+from models.dp import (
     DEFAULT_CLIP_NORM,
     MEDIAN_WARMUP_EPOCHS,
     DPRun,
@@ -117,7 +117,7 @@ class CentralDP(Mechanism):
     Notes:
         The claim is Opacus RDP of ``ceil(epochs * N / B)`` sampled Gaussian releases at
         delta = 1/N_train (or ``--delta``), which is the number of steps the training loop runs
-        (checked against the loop's :class:`models.dp_training.DPRun`). With ``--clip-norm
+        (checked against the loop's :class:`models.dp.DPRun`). With ``--clip-norm
         median`` the clip norm comes from D_train outside the accounting; the row's privacy
         notes say so.
     """

@@ -27,8 +27,8 @@ from audit.privacy.termwise import (
 from core.seeding import Purpose, derive_seed
 from core.validation import check_positive_int
 from models.divergences import Divergence
-from models.dp_training import DPSettings
-from models.termwise import (
+from models.dp import DPSettings
+from models.dp.termwise_loop import (
     DEFAULT_ALPHA,
     DEFAULT_CLIP_RATIO,
     DEFAULT_PARTITIONS,
@@ -41,9 +41,9 @@ from models.vae import ConditionalConvVAE
 
 def partition_sensitivity(*, n_train: int, partitions: int) -> float:
     """k in units of C2: 2 for every run. Partitions are drawn per record independently
-    (:func:`models.termwise.partition_assignment`), so any partition may hold several records
-    whatever b and N_train are, and adding or removing one record moves its partition's clipped
-    gradient anywhere in the C2 ball. The arguments are checked, not used."""
+    (:func:`models.dp.termwise_loop.partition_assignment`), so any partition may hold several
+    records whatever b and N_train are, and adding or removing one record moves its partition's
+    clipped gradient anywhere in the C2 ball. The arguments are checked, not used."""
     check_positive_int("n_train", n_train)
     check_positive_int("partitions", partitions)
     return PARTITION_SENSITIVITY_SHARED

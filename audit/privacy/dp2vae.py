@@ -1,6 +1,6 @@
 """Accounting of DP2-VAE (paper 002, Jiang et al., Algorithms 1 and 2, Theorem 3.1).
 
-D_train is split into K disjoint subsets by a keyed hash of each record (``models.dp2vae``).
+D_train is split into K disjoint subsets by a keyed hash of each record (``models.dp.dp2vae_loop``).
 Stage 1 pre-trains one encoder per subset non-privately; stage 2 re-initialises the decoder and
 runs T steps, each choosing a subset k uniformly at random, drawing a Poisson batch of at most
 B_max records from it, releasing ``(sum_i clip_C(g_i) + N(0, (sigma C)^2 I)) / B`` for the
@@ -151,7 +151,7 @@ def dp2vae_epsilon(
     delta: float,
     conversion: Conversion | str = Conversion.IMPROVED,
 ) -> float:
-    """Epsilon valid for ``models.dp2vae`` after ``steps`` stage-2 steps (module Notes).
+    """Epsilon valid for ``models.dp.dp2vae_loop`` after ``steps`` stage-2 steps (module Notes).
 
     Args:
         n_train: |D_train| (only checked: K <= n_train).

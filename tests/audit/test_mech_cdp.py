@@ -20,7 +20,7 @@ from audit.privacy.termwise import termwise_epsilon
 from audit.sweep import run_sweep
 from core.progress import null_progress
 from core.schedule import dp_sgd_steps
-from models.dp_training import DEFAULT_CLIP_NORM, DPRun, GradSampleMode
+from models.dp import DEFAULT_CLIP_NORM, DPRun, GradSampleMode
 from models.training import TrainHistory
 
 CTX = Context(device="cpu", progress=null_progress)

@@ -135,7 +135,7 @@ def test_an_empty_hook_leaves_training_bit_identical() -> None:
 
     from audit.empirical.one_run import _fresh_model, _run_settings
     from audit.mechanisms.base import Prepared
-    from models.dp_training import train_dp_vae
+    from models.dp import train_dp_vae
 
     cell, data = tiny_cell(), tiny_data()
     cell = replace(cell, profile=replace(cell.profile, epochs=1))

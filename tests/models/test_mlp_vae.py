@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.dp_training import GradSampleMode, PerExampleGradients, SampleLoss
+from models.dp import GradSampleMode, PerExampleGradients, SampleLoss
+from models.dp.termwise_loop import encoder_parameters
 from models.mlp_vae import MIN_DECODER_STD, MlpVAE
 from models.priors import GaussianMixturePrior
-from models.termwise import encoder_parameters
 from models.training import OwnObjective, vae_per_example_loss
 
 

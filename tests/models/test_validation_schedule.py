@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from models.dp_training import DPSettings, GradSampleMode, train_dp_vae
+from models.dp import DPSettings, GradSampleMode, train_dp_vae
 from models.training import (
     EVERY_EPOCH,
     VAETrainSettings,

@@ -7,7 +7,7 @@ batch. Each step releases
     g = (sum_i clip_C1(grad phi(x_i)) + N(0, (s C1)^2 I)) / B
       + (sum_j clip_C2(grad psi(s_j)) + N(0, (s C2)^2 I)) / b
 
-and hands g to Adam (``models.dp_training.train_dp_vae`` with a :class:`PartitionedBatchTerm`).
+and hands g to Adam (``models.dp.train_dp_vae`` with a :class:`PartitionedBatchTerm`).
 With C2 = 0 or alpha = 0 there is no batch-wise release and the run is standard DP-Adam,
 bit for bit.
 
@@ -40,7 +40,7 @@ from torch import nn
 
 from core.progress import ProgressFactory, null_progress
 from models.divergences import Divergence, mmd, sample_prior
-from models.dp_training import (
+from models.dp import (
     BatchTermRun,
     ClippedSum,
     DPSettings,
@@ -171,7 +171,7 @@ def encoder_parameters(vae: ConditionalConvVAE) -> list[nn.Parameter]:
 
 
 class PartitionedBatchTerm:
-    """Paper 004's batch-wise release (Eq. 15) as a ``models.dp_training.BatchTerm``.
+    """Paper 004's batch-wise release (Eq. 15) as a ``models.dp.BatchTerm``.
 
     Per-partition gradients of psi with respect to the encoder's parameters (the only ones psi
     reaches; the decoder's entries are zeros), by ``settings.gradients``:

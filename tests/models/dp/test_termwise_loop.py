@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from models.divergences import Divergence, mmd
-from models.dp_training import (
+from models.dp import (
     CLIP_EPS,
     DPSettings,
     GradSampleMode,
@@ -19,7 +19,7 @@ from models.dp_training import (
     private_gradient,
     train_dp_vae,
 )
-from models.termwise import (
+from models.dp.termwise_loop import (
     PartitionDivergence,
     PartitionedBatchTerm,
     PartitionGradients,
@@ -30,7 +30,7 @@ from models.termwise import (
     train_termwise_vae,
 )
 from models.training import VAETrainSettings
-from tests.models.test_dp_training import batch, small_vae
+from tests.models.dp.test_dp_adam import batch, small_vae
 
 LATENT = 4
 

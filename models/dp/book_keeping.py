@@ -146,7 +146,7 @@ class BookKeepingGradients:
         groups: torch.Tensor | None = None,
         num_groups: int = 0,
     ) -> ClippedSum:
-        """``models.dp_training.ClippedSum``: sum_u min(1, C / (||g_u|| + 1e-6)) g_u over units u
+        """``models.dp.ClippedSum``: sum_u min(1, C / (||g_u|| + 1e-6)) g_u over units u
         (records, or the ``num_groups`` groups given by ``groups`` (n,) int64), the unclipped
         norms (units,) and the losses (detached)."""
         n = len(inputs[0])

@@ -1,4 +1,4 @@
-"""Book-keeping clipping (models.bk_clipping) against per-record loops, on both routes."""
+"""Book-keeping clipping (models.dp.book_keeping) against per-record loops, on both routes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from models.bk_clipping import BookKeepingGradients, Route, unsupported_parameters
-from models.dp_training import CLIP_EPS, PerExampleGradients, SampleLoss
+from models.dp import CLIP_EPS, PerExampleGradients, SampleLoss
+from models.dp.book_keeping import BookKeepingGradients, Route, unsupported_parameters
 from models.lstm_vae import LstmVAE
 from models.vae import ConditionalConvVAE
 
@@ -77,7 +77,7 @@ def test_toy_clipped_sum_matches_the_loop_on_every_route(route, n):
 
 def test_routes_are_really_different_and_auto_picks_per_layer():
     """The forced routes build different per-layer objects; AUTO mixes them on the 64x64 VAE."""
-    from models import bk_clipping
+    from models.dp import book_keeping as bk_clipping
 
     vae = ConditionalConvVAE(channels=3, height=64, width=64, num_classes=2, latent_dim=8)
     x, y, noise = torch.rand(2, 3, 64, 64), torch.tensor([0, 1]), torch.randn(2, 8)

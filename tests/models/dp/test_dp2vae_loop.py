@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from models.dp2vae import (
+from models.dp import CLIP_EPS, DPSettings, GradSampleMode
+from models.dp.dp2vae_loop import (
     Dp2Settings,
     Stage2,
     decoder_parameters,
@@ -21,11 +22,10 @@ from models.dp2vae import (
     subset_assignment,
     train_dp2vae,
 )
-from models.dp_training import CLIP_EPS, DPSettings, GradSampleMode
 from models.factory import model_family
 from models.lstm_vae import LstmVAE
 from models.training import VAETrainSettings, vae_per_example_loss
-from tests.models.test_dp_training import CLASSES, LATENT, batch, small_vae
+from tests.models.dp.test_dp_adam import CLASSES, LATENT, batch, small_vae
 
 
 def test_subsets_are_disjoint_and_fixed_per_record():

@@ -18,7 +18,7 @@ from opacus.optimizers import DPOptimizer
 from scipy import stats
 from torch import nn
 
-from models.dp_training import (
+from models.dp import (
     CLIP_EPS,
     DPSettings,
     GradSampleMode,

@@ -9,7 +9,7 @@ decoder's separately (lines 7 and 9).
 Stage 2 (Algorithm 2): the decoder is re-initialised (seeded); each of T steps chooses
 k ~ Unif{0..K-1}, draws a Poisson batch from D_k at rate min(1, B / |D_k|), truncated to B_max
 records (a uniformly random B_max of them), and releases the decoder gradient
-``(sum_i clip_C(g_i) + N(0, (sigma C)^2 I)) / B`` (``models.dp_training.private_gradient``: the
+``(sum_i clip_C(g_i) + N(0, (sigma C)^2 I)) / B`` (``models.dp.private_gradient``: the
 repo's per-example engine, clipping and noise; B the expected batch size) for Adam, while encoder
 k takes one Adam step on the batch's mean loss, whole-batch gradient clipped at C. (Paper 002's
 line 13 steps the encoder once per record inside the loop; one step per batch is the same
@@ -46,8 +46,8 @@ from core.progress import ProgressFactory, null_progress
 from core.schedule import dp_sgd_steps
 from core.seeding import Purpose, derive_seed, torch_generator
 from core.validation import check_positive_int
-from models.bk_clipping import ClippedSum
-from models.dp_training import DPSettings, GradSampleMode, PerExampleGradients, private_gradient
+from models.dp import DPSettings, GradSampleMode, PerExampleGradients, private_gradient
+from models.dp.book_keeping import ClippedSum
 from models.lstm_vae import LstmVAE
 from models.training import Pair, VAETrainSettings, vae_per_example_loss
 from models.vae import ConditionalConvVAE

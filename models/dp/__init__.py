@@ -1,0 +1,63 @@
+"""Differentially private training of the VAEs: gradient privatisation lives here.
+
+- :mod:`models.dp.engine`: per-example gradients (Opacus grad-sample modules or book-keeping),
+  clipping, the Gaussian noise;
+- :mod:`models.dp.book_keeping`: the book-keeping clipper (one backward pass, no per-example
+  gradient materialised where a layer allows);
+- :mod:`models.dp.clip_norm`: the default clip norm and paper 003's median heuristic;
+- :mod:`models.dp.dp_adam`: the DP-Adam loop and the frozen record of what it ran (:class:`DPRun`);
+- :mod:`models.dp.termwise_loop`: term-wise DP-Adam (paper 004);
+- :mod:`models.dp.dp2vae_loop`: DP2-VAE's two-stage training (paper 002).
+"""
+
+from models.dp.book_keeping import CLIP_EPS, BookKeepingGradients, ClippedSum
+from models.dp.clip_norm import DEFAULT_CLIP_NORM, MEDIAN_WARMUP_EPOCHS, median_gradient_norm
+from models.dp.dp_adam import (
+    AuditHook,
+    BatchTerm,
+    BatchTermRun,
+    DPRun,
+    DPSettings,
+    check_per_example_objective,
+    private_gradient,
+    standard_dp_noise_std_with_batch_term,
+    train_dp_vae,
+)
+from models.dp.engine import (
+    DEFAULT_GRAD_SAMPLE_MODE,
+    GradSampleMode,
+    PerExampleGradients,
+    SampleLoss,
+    clip_and_sum,
+    noisy_average,
+    parse_mode,
+    per_unit_norms,
+    quiet_backward_hooks,
+)
+
+__all__ = [
+    "CLIP_EPS",
+    "DEFAULT_CLIP_NORM",
+    "DEFAULT_GRAD_SAMPLE_MODE",
+    "MEDIAN_WARMUP_EPOCHS",
+    "AuditHook",
+    "BatchTerm",
+    "BatchTermRun",
+    "BookKeepingGradients",
+    "ClippedSum",
+    "DPRun",
+    "DPSettings",
+    "GradSampleMode",
+    "PerExampleGradients",
+    "SampleLoss",
+    "check_per_example_objective",
+    "clip_and_sum",
+    "median_gradient_norm",
+    "noisy_average",
+    "parse_mode",
+    "per_unit_norms",
+    "private_gradient",
+    "quiet_backward_hooks",
+    "standard_dp_noise_std_with_batch_term",
+    "train_dp_vae",
+]
