@@ -200,12 +200,10 @@ def build_run_parser() -> argparse.ArgumentParser:
 
     mech = p.add_argument_group("mechanism options (each mechanism declares its own)")
     from audit.mechanisms import declared_options
-    from audit.options import flag, option_flags
+    from audit.options import option_flags
 
     for option in option_flags(declared_options()):
-        mech.add_argument(
-            flag(option.name), default=None, metavar=option.spec.metavar, help=option.help
-        )
+        option.add_to(mech)
     return p
 
 
@@ -339,21 +337,12 @@ def _configure_logging(verbosity: int) -> None:
         warnings.filterwarnings("ignore")
 
 
-def epsilon_main(argv: Sequence[str]) -> int:
-    from audit.privacy.command import add_epsilon_parser, run_epsilon
-
-    parser = OneLineParser(prog="benchmark.py", allow_abbrev=False)
-    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
-    add_epsilon_parser(sub)
-    args = parser.parse_args(["epsilon", *argv])
-    print(run_epsilon(args))
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] == "epsilon":
+            from audit.cli.epsilon import epsilon_main
+
             return epsilon_main(argv[1:])
         if argv and argv[0] == "audit":
             from audit.empirical.command import audit_main

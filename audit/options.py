@@ -25,17 +25,29 @@ Parser = Callable[[Any], Any]
 
 @dataclass(frozen=True)
 class OptionSpec:
-    """How one option is read: ``parse`` (raw -> typed, ValueError quoting the value) and the
-    flag's ``help`` (without the mechanism names, which the flag generator adds)."""
+    """How one option is read: ``parse`` (raw -> typed, ValueError quoting the value), the
+    flag's ``help`` (without the mechanism names, which the flag generator adds), its
+    ``metavar``, ``cli_type`` (what argparse converts the text to first: str, int or float) and
+    further flag spellings (``aliases``)."""
 
     help: str
     parse: Parser
     metavar: str | None = None
+    cli_type: type = str
+    aliases: tuple[str, ...] = ()
 
 
-def option(help: str, parse: Parser, metavar: str | None = None) -> Any:
+def option(
+    help: str,
+    parse: Parser,
+    metavar: str | None = None,
+    *,
+    cli_type: type = str,
+    aliases: tuple[str, ...] = (),
+) -> Any:
     """A dataclass field of a :class:`MechanismOptions`: default None, declared flag."""
-    return field(default=None, metadata={"spec": OptionSpec(help, parse, metavar)})
+    spec = OptionSpec(help, parse, metavar, cli_type, aliases)
+    return field(default=None, metadata={"spec": spec})
 
 
 def _text_or_number(value: Any) -> float:
@@ -152,6 +164,20 @@ class NoOptions(MechanismOptions):
     """A mechanism without options."""
 
 
+@dataclass(frozen=True)
+class AccountingParams(MechanismOptions):
+    """What ``benchmark.py epsilon`` needs to account a mechanism without training it: fields
+    declared like options (one ``epsilon`` flag each); ``required`` names those that must be
+    given."""
+
+    required: ClassVar[tuple[str, ...]] = ()
+
+    def check(self) -> None:
+        missing = [flag(name) for name in self.required if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"--mech {self.mechanism} needs {', '.join(missing)}")
+
+
 def flag(name: str) -> str:
     """The command-line flag of option ``name``: ``clip_norm`` -> ``--clip-norm``."""
     return "--" + name.replace("_", "-")
@@ -159,28 +185,52 @@ def flag(name: str) -> str:
 
 @dataclass(frozen=True)
 class OptionFlag:
-    """One generated flag: the option's name, its spec, and the mechanisms that read it."""
+    """One generated flag: the option's name and, per distinct spec, the mechanisms that read it
+    with that spec (mechanisms sharing a field through inheritance share one spec)."""
 
     name: str
-    spec: OptionSpec
-    readers: tuple[str, ...]
+    specs: tuple[tuple[OptionSpec, tuple[str, ...]], ...]
+
+    @property
+    def readers(self) -> tuple[str, ...]:
+        return tuple(m for _, mechs in self.specs for m in mechs)
 
     @property
     def help(self) -> str:
-        return f"{', '.join(self.readers)}: {self.spec.help}"
+        return "; ".join(f"{', '.join(mechs)}: {spec.help}" for spec, mechs in self.specs)
+
+    @property
+    def first(self) -> OptionSpec:
+        return self.specs[0][0]
+
+    def add_to(self, group: Any) -> None:
+        """Add this flag to an argparse parser or group (default None: not given)."""
+        cli_types = {spec.cli_type for spec, _ in self.specs}
+        if len(cli_types) > 1:
+            raise TypeError(f"option {self.name!r} is read as {sorted(map(str, cli_types))}")
+        group.add_argument(
+            flag(self.name),
+            *self.first.aliases,
+            dest=self.name,
+            default=None,
+            type=self.first.cli_type,
+            metavar=self.first.metavar,
+            help=self.help,
+        )
 
 
 def option_flags(declared: Mapping[str, type[MechanismOptions]]) -> list[OptionFlag]:
-    """One flag per option name over ``{mechanism: options type}``, in declaration order; a name
-    declared by several mechanisms must share one spec (e.g. through inheritance)."""
-    found: dict[str, OptionFlag] = {}
+    """One flag per option name over ``{mechanism: options type}``, in declaration order."""
+    found: dict[str, list[tuple[OptionSpec, list[str]]]] = {}
     for mech, options_type in declared.items():
         for name, spec in options_type.specs().items():
-            known = found.get(name)
-            if known is None:
-                found[name] = OptionFlag(name, spec, (mech,))
-            elif known.spec != spec:
-                raise TypeError(f"option {name!r} is declared differently by {mech}")
+            entries = found.setdefault(name, [])
+            same = next((e for e in entries if e[0] == spec), None)
+            if same is None:
+                entries.append((spec, [mech]))
             else:
-                found[name] = OptionFlag(name, spec, (*known.readers, mech))
-    return list(found.values())
+                same[1].append(mech)
+    return [
+        OptionFlag(name, tuple((spec, tuple(mechs)) for spec, mechs in entries))
+        for name, entries in found.items()
+    ]

@@ -11,7 +11,7 @@ from typing import ClassVar
 import torch
 
 from audit.config import CellConfig, MechanismName
-from audit.options import MechanismOptions, NoOptions
+from audit.options import AccountingParams, MechanismOptions, NoOptions
 from audit.privacy.claim import PrivacyClaim
 from core.progress import ProgressFactory
 from core.seeding import Purpose, derive_seed
@@ -56,6 +56,29 @@ class Trained:
 
 
 @dataclass(frozen=True)
+class Accounted:
+    """What ``benchmark.py epsilon`` prints: how the value was computed, then the bare value
+    (epsilon, or the noise multiplier that reaches a target epsilon)."""
+
+    lines: tuple[str, ...]
+    value: float
+
+
+def describe_claim(claim: PrivacyClaim) -> list[str]:
+    """The lines that say how ``claim`` was computed, epsilon last."""
+    lines = [
+        f"method: {claim.method} (accountant: {claim.accountant})",
+        f"delta: {claim.delta:.6g}",
+    ]
+    lines += [
+        f"{key}: {value:.6g}" if isinstance(value, float) else f"{key}: {value}"
+        for key, value in claim.extra.items()
+    ]
+    lines.append(f"epsilon: {claim.epsilon:.6g}")
+    return lines
+
+
+@dataclass(frozen=True)
 class Context:
     """Run-time facts a mechanism may need that are not part of the cell's identity."""
 
@@ -79,6 +102,7 @@ class Mechanism(ABC):
     param_name: ClassVar[str]
     default_grid: ClassVar[tuple[float, ...]]
     options_type: ClassVar[type[MechanismOptions]] = NoOptions
+    accounting_type: ClassVar[type[AccountingParams] | None] = None
     per_example_gradients: ClassVar[bool] = False
 
     def validate_value(self, value: float | None) -> None:
@@ -125,6 +149,10 @@ class Mechanism(ABC):
         settings = vae_settings(cell, ctx)
         history = train_vae(model, prepared.train, prepared.val, settings, progress=ctx.progress)
         return Trained(history=history)
+
+    def account(self, params: AccountingParams) -> Accounted:
+        """Account the mechanism from ``params`` alone (``benchmark.py epsilon``)."""
+        raise ValueError(f"mechanism {self.name.value!r} has no accounting on demand")
 
     @abstractmethod
     def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:

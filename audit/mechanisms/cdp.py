@@ -16,14 +16,25 @@ from enum import Enum
 from typing import Any, ClassVar
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, Trained, vae_settings
+from audit.mechanisms.base import (
+    Accounted,
+    CellData,
+    Context,
+    Mechanism,
+    Prepared,
+    Trained,
+    describe_claim,
+    vae_settings,
+)
 from audit.options import (
+    AccountingParams,
     MechanismOptions,
     choice,
     delta_value,
     non_negative_float,
     option,
     positive_float,
+    positive_int,
 )
 from audit.privacy.cdp import cdp_claim, noise_multiplier_for_epsilon
 from audit.privacy.claim import Conversion, PrivacyClaim
@@ -86,8 +97,9 @@ class CdpOptions(MechanismOptions):
     target_epsilon: float | None = option(
         "pick the noise multiplier that gives this epsilon (replaces the grid)",
         positive_float("target epsilon"),
+        cli_type=float,
     )
-    delta: float | None = option("delta (default 1/N_train)", delta_value)
+    delta: float | None = option("delta (default 1/N_train)", delta_value, cli_type=float)
     conversion: Conversion | None = option(
         "RDP-to-DP conversion, improved (Opacus, the default) or classic (paper 003)",
         choice(Conversion, "conversion"),
@@ -97,7 +109,60 @@ class CdpOptions(MechanismOptions):
         "term-wise noise of cdp-termwise)",
         choice(Divergence, "divergence"),
     )
-    alpha: float | None = option("weight of the batch-wise divergence", non_negative_float("alpha"))
+    alpha: float | None = option(
+        "weight of the batch-wise divergence", non_negative_float("alpha"), cli_type=float
+    )
+
+
+@dataclass(frozen=True)
+class CdpEpsilonParams(AccountingParams):
+    """``benchmark.py epsilon --mech cdp``: a DP-Adam schedule and z (or a target epsilon)."""
+
+    mechanism: ClassVar[str] = "cdp"
+    required: ClassVar[tuple[str, ...]] = ("n_train", "batch_size", "epochs")
+    n_train: int | None = option(
+        "number of training records N_train", positive_int("n_train"), "N", cli_type=int
+    )
+    batch_size: int | None = option(
+        "expected batch size B; sample rate q = B / N_train",
+        positive_int("batch_size"),
+        "B",
+        cli_type=int,
+    )
+    epochs: int | None = option(
+        "epochs; steps = ceil(epochs * N_train / B) (paper 003's convention)",
+        positive_int("epochs"),
+        "E",
+        cli_type=int,
+    )
+    noise_multiplier: float | None = option(
+        "noise multiplier z (noise std / clip norm); prints epsilon",
+        non_negative_float("noise_multiplier"),
+        "Z",
+        cli_type=float,
+    )
+    target_epsilon: float | None = option(
+        "target epsilon; prints the smallest noise multiplier reaching it",
+        positive_float("target epsilon"),
+        "EPS",
+        cli_type=float,
+    )
+    delta: float | None = option(
+        "delta in (0, 1) (default 1/N_train)", delta_value, "D", cli_type=float
+    )
+    conversion: Conversion | None = option(
+        "RDP-to-DP conversion, improved (Opacus, default) or classic (min over orders of "
+        "rdp + log(1/delta)/(order-1), paper 003's Table 2)",
+        choice(Conversion, "conversion"),
+        "NAME",
+    )
+
+    def check(self) -> None:
+        super().check()
+        if (self.noise_multiplier is None) == (self.target_epsilon is None):
+            raise ValueError(
+                f"--mech {self.mechanism} needs exactly one of --noise-multiplier, --target-epsilon"
+            )
 
 
 def with_extra(claim: PrivacyClaim, extra: Mapping[str, float | str]) -> PrivacyClaim:
@@ -126,6 +191,7 @@ class CentralDP(Mechanism):
     param_name = "noise_multiplier"
     default_grid = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 4.0)
     options_type = CdpOptions
+    accounting_type = CdpEpsilonParams
     per_example_gradients = True
 
     def validate_options(self, options: MechanismOptions, *, batch_size: int) -> None:
@@ -224,6 +290,35 @@ class CentralDP(Mechanism):
 
     def conversion(self, cell: CellConfig) -> Conversion:
         return self.typed(self.options_of(cell)).conversion or Conversion.IMPROVED
+
+    def account(self, params: AccountingParams) -> Accounted:
+        """Epsilon of the schedule at z, or the smallest z reaching ``target_epsilon``."""
+        if not isinstance(params, CdpEpsilonParams):
+            raise TypeError(
+                f"{self.name.value} needs CdpEpsilonParams, got {type(params).__name__}"
+            )
+        schedule = {
+            "n_train": params.n_train,
+            "batch_size": params.batch_size,
+            "epochs": params.epochs,
+            "delta": 1 / params.n_train if params.delta is None else params.delta,
+            "conversion": params.conversion or Conversion.IMPROVED,
+        }
+        z = params.noise_multiplier
+        if params.target_epsilon is not None:
+            z = self.solve_noise(target_epsilon=params.target_epsilon, **schedule, params=params)
+        claim = self.schedule_claim(**schedule, noise_multiplier=z, params=params)
+        lines = [f"mechanism: {self.name.value}", *describe_claim(claim)]
+        if params.target_epsilon is None:
+            return Accounted(tuple(lines), claim.epsilon)
+        lines.append(f"noise multiplier for target epsilon {params.target_epsilon:g}:")
+        return Accounted(tuple(lines), z)
+
+    def solve_noise(self, *, params: CdpEpsilonParams, **schedule: Any) -> float:
+        return noise_multiplier_for_epsilon(**schedule)
+
+    def schedule_claim(self, *, params: CdpEpsilonParams, **schedule: Any) -> PrivacyClaim:
+        return cdp_claim(**schedule)
 
     def typed(self, options: MechanismOptions) -> CdpOptions:
         if not isinstance(options, CdpOptions):

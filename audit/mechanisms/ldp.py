@@ -14,8 +14,23 @@ from enum import Enum
 from typing import ClassVar
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, Trained
-from audit.options import MechanismOptions, choice, option, positive_int
+from audit.mechanisms.base import (
+    Accounted,
+    CellData,
+    Context,
+    Mechanism,
+    Prepared,
+    Trained,
+    describe_claim,
+)
+from audit.options import (
+    AccountingParams,
+    MechanismOptions,
+    choice,
+    option,
+    positive_float,
+    positive_int,
+)
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.laplace import laplace_claim, laplace_perturb_series
 from audit.privacy.pixelization import pixelization_claim, pixelize, valid_cell_sizes
@@ -60,11 +75,14 @@ class LdpOptions(MechanismOptions):
 
     mechanism: ClassVar[str] = "ldp"
     pixel_cell: int | None = option(
-        "pixelization cell b (images only; default 1)", positive_int("ldp: pixel cell b")
+        "pixelization cell b (images only; default 1)",
+        positive_int("ldp: pixel cell b"),
+        cli_type=int,
     )
     neighborhood: int | None = option(
         "neighbourhood m in pixels (images only; default sqrt(H*W))",
         positive_int("ldp: neighborhood m"),
+        cli_type=int,
     )
     ldp_setting: LdpSetting | None = option(
         "full (perturb D_train and D_val, the paper's; default) or train (only D_train)",
@@ -74,6 +92,44 @@ class LdpOptions(MechanismOptions):
     @property
     def setting(self) -> LdpSetting:
         return self.ldp_setting or LdpSetting.FULL
+
+
+@dataclass(frozen=True)
+class LdpEpsilonParams(AccountingParams):
+    """``benchmark.py epsilon --mech ldp``: Fan's image pixelization of one image size."""
+
+    mechanism: ClassVar[str] = "ldp"
+    required: ClassVar[tuple[str, ...]] = ("eps_i", "height", "width")
+    eps_i: float | None = option(
+        "epsilon eps_i of one channel's pixelization", positive_float("eps_i"), "E", cli_type=float
+    )
+    channels: int | None = option(
+        "channels perturbed independently (default 3, RGB)",
+        positive_int("channels"),
+        "C",
+        cli_type=int,
+    )
+    height: int | None = option("image height in pixels", positive_int("height"), "H", cli_type=int)
+    width: int | None = option("image width in pixels", positive_int("width"), "W", cli_type=int)
+    pixel_cell: int | None = option(
+        "pixelization cell side b, dividing H and W (default 1); epsilon does not depend on it",
+        positive_int("pixel cell b"),
+        "b",
+        cli_type=int,
+    )
+    neighborhood: int | None = option(
+        "Fan's neighbourhood m in pixels, 1..H*W (default round(sqrt(H*W)), paper 003's)",
+        positive_int("neighborhood m"),
+        "m",
+        cli_type=int,
+        aliases=("--m",),
+    )
+    n_records: int | None = option(
+        "|D|: also show paper 003's dataset-wide sum |D| * epsilon",
+        positive_int("n_records"),
+        "N",
+        cli_type=int,
+    )
 
 
 def default_neighborhood(height: int, width: int) -> int:
@@ -140,6 +196,7 @@ class LocalDP(Mechanism):
     param_name = "eps_i"
     default_grid = DEFAULT_GRIDS[Modality.IMAGE]
     options_type = LdpOptions
+    accounting_type = LdpEpsilonParams
 
     def options_of(self, cell: CellConfig) -> LdpOptions:
         options = super().options_of(cell)
@@ -225,6 +282,23 @@ class LocalDP(Mechanism):
             "labels": LABELS_NOTE,
         }
         return Prepared(train=train, val=val, notes=notes)
+
+    def account(self, params: AccountingParams) -> Accounted:
+        """The pixelization claim of one image size (any two records)."""
+        if not isinstance(params, LdpEpsilonParams):
+            raise TypeError(f"ldp needs LdpEpsilonParams, got {type(params).__name__}")
+        m = params.neighborhood
+        claim = pixelization_claim(
+            eps_i=params.eps_i,
+            channels=3 if params.channels is None else params.channels,
+            height=params.height,
+            width=params.width,
+            cell=1 if params.pixel_cell is None else params.pixel_cell,
+            neighborhood=default_neighborhood(params.height, params.width) if m is None else m,
+            n_records=params.n_records,
+        )
+        lines = (f"mechanism: {self.name.value}", *describe_claim(claim))
+        return Accounted(lines, claim.epsilon)
 
     def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
         if record_modality(data.shape) is Modality.SERIES:

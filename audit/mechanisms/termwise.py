@@ -10,11 +10,18 @@ batch; see ``audit.privacy.termwise``). C2 = 0 or alpha = 0 trains and accounts 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from audit.config import CellConfig, MechanismName
 from audit.mechanisms.base import CellData, Context, Prepared, Trained
-from audit.mechanisms.cdp import CdpOptions, CentralDP, ran_dp, run_facts, with_extra
+from audit.mechanisms.cdp import (
+    CdpEpsilonParams,
+    CdpOptions,
+    CentralDP,
+    ran_dp,
+    run_facts,
+    with_extra,
+)
 from audit.options import MechanismOptions, non_negative_float, option, positive_int
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.termwise import (
@@ -63,10 +70,12 @@ class TermwiseOptions(CdpOptions):
     clip_norm_2: float | None = option(
         f"clip norm C2 of the batch-wise divergence term (default {DEFAULT_CLIP_RATIO:g} * C1)",
         non_negative_float("clip norm C2 (--clip-norm-2)"),
+        cli_type=float,
     )
     partitions: int | None = option(
         f"number b of disjoint batch partitions (default {DEFAULT_PARTITIONS})",
         positive_int("partitions"),
+        cli_type=int,
     )
     termwise_accounting: TermwiseAccounting | None = option(
         "stacked, the only value accepted (both terms share one Poisson batch: one sampled "
@@ -74,6 +83,44 @@ class TermwiseOptions(CdpOptions):
         "2*C2); composed is refused, it is no bound for a shared batch",
         accounting_value,
     )
+
+
+def partition_sensitivity_value(value: object) -> float:
+    """K in [1, 2] (units of C2); the check of the accounting applies."""
+    number = float(value)  # type: ignore[arg-type]
+    if not 1.0 <= number <= 2.0:
+        raise ValueError(f"partition_sensitivity must lie in [1, 2], got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class TermwiseEpsilonParams(CdpEpsilonParams):
+    """``benchmark.py epsilon --mech cdp-termwise``: a cdp schedule and the batch term's."""
+
+    mechanism: ClassVar[str] = "cdp-termwise"
+    termwise_accounting: TermwiseAccounting | None = option(
+        "stacked (the default and the only value accepted): both terms share one Poisson batch, "
+        "accounted as one sampled Gaussian on the stacked pair with noise multiplier "
+        "s/sqrt(1+K^2), s/sqrt(5) at the default K = 2; composed (two independently sampled "
+        "Gaussians) is refused, it is no bound for a shared batch",
+        accounting_value,
+    )
+    partition_sensitivity: float | None = option(
+        "sensitivity of the batch-wise term in units of C2, in [1, 2]: 2 (default) when a "
+        "partition can hold several records, 1 when each holds at most one",
+        float,
+        "K",
+        cli_type=float,
+    )
+
+    def termwise(self) -> dict[str, object]:
+        """The batch term's accounting arguments."""
+        k = self.partition_sensitivity
+        return {
+            "batch_clip_norm": 1.0,  # any C2 > 0: the accounting depends only on C2 > 0
+            "accounting": self.termwise_accounting or TermwiseAccounting.STACKED,
+            "partition_sensitivity": PARTITION_SENSITIVITY_SHARED if k is None else k,
+        }
 
 
 class TermwiseDP(CentralDP):
@@ -88,6 +135,19 @@ class TermwiseDP(CentralDP):
 
     name = MechanismName.CDP_TERMWISE
     options_type = TermwiseOptions
+    accounting_type = TermwiseEpsilonParams
+
+    def solve_noise(self, *, params: CdpEpsilonParams, **schedule: Any) -> float:
+        return termwise_noise_for_epsilon(**schedule, **self.typed_accounting(params).termwise())
+
+    def schedule_claim(self, *, params: CdpEpsilonParams, **schedule: Any) -> PrivacyClaim:
+        return termwise_claim(**schedule, **self.typed_accounting(params).termwise())
+
+    @staticmethod
+    def typed_accounting(params: CdpEpsilonParams) -> TermwiseEpsilonParams:
+        if not isinstance(params, TermwiseEpsilonParams):
+            raise TypeError(f"cdp-termwise needs its accounting, got {type(params).__name__}")
+        return params
 
     def validate_options(self, options: MechanismOptions, *, batch_size: int) -> None:
         self.typed(options)  # every value was checked when the options were built

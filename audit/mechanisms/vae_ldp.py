@@ -21,9 +21,26 @@ from typing import ClassVar
 import torch
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, Trained, vae_settings
-from audit.options import MechanismOptions, choice, option
-from audit.privacy.claim import PrivacyClaim
+from audit.mechanisms.base import (
+    Accounted,
+    CellData,
+    Context,
+    Mechanism,
+    Prepared,
+    Trained,
+    describe_claim,
+    vae_settings,
+)
+from audit.options import (
+    AccountingParams,
+    MechanismOptions,
+    choice,
+    delta_value,
+    option,
+    positive_float,
+    positive_int,
+)
+from audit.privacy.claim import GaussianConversion, PrivacyClaim
 from audit.privacy.vae_ldp import MEAN_BOUND, vae_ldp_claim
 from core.seeding import Purpose, derive_seed, torch_generator
 from models.factory import model_family
@@ -67,6 +84,30 @@ class VaeLdpOptions(MechanismOptions):
         return self.perturbation_data or PerturbationData.VAL
 
 
+@dataclass(frozen=True)
+class VaeLdpEpsilonParams(AccountingParams):
+    """``benchmark.py epsilon --mech vae-ldp``: the Gaussian mechanism on the bounded mean."""
+
+    mechanism: ClassVar[str] = "vae-ldp"
+    required: ClassVar[tuple[str, ...]] = ("sigma", "latent_dim", "delta")
+    sigma: float | None = option(
+        "noise bound sigma of the perturbation VAE", positive_float("sigma"), "S", cli_type=float
+    )
+    latent_dim: int | None = option(
+        f"latent dimensions d; sensitivity 2 * {MEAN_BOUND:g} * sqrt(d)",
+        positive_int("latent_dim"),
+        "d",
+        cli_type=int,
+    )
+    delta: float | None = option("delta in (0, 1) (required)", delta_value, "D", cli_type=float)
+    conversion: GaussianConversion | None = option(
+        "analytic (Balle and Wang 2018, a bound for every epsilon; default) or classic (paper "
+        "003's formula, a bound only below 1)",
+        choice(GaussianConversion, "conversion"),
+        "NAME",
+    )
+
+
 def _empty(pair: Pair) -> Pair:
     return pair[0][:0], pair[1][:0]
 
@@ -90,6 +131,7 @@ class VaeLdp(Mechanism):
     param_name = "sigma"
     default_grid = (0.1, 1.0, 10.0, 100.0, 1000.0)
     options_type = VaeLdpOptions
+    accounting_type = VaeLdpEpsilonParams
 
     def options_of(self, cell: CellConfig) -> VaeLdpOptions:
         options = super().options_of(cell)
@@ -144,6 +186,19 @@ class VaeLdp(Mechanism):
             history.train_loss[-1],
         )
         return model, history
+
+    def account(self, params: AccountingParams) -> Accounted:
+        """The Gaussian-mechanism claim of sigma and d at delta."""
+        if not isinstance(params, VaeLdpEpsilonParams):
+            raise TypeError(f"vae-ldp needs VaeLdpEpsilonParams, got {type(params).__name__}")
+        claim = vae_ldp_claim(
+            sigma=params.sigma,
+            latent_dim=params.latent_dim,
+            delta=params.delta,
+            conversion=params.conversion or GaussianConversion.ANALYTIC,
+        )
+        lines = (f"mechanism: {self.name.value}", *describe_claim(claim))
+        return Accounted(lines, claim.epsilon)
 
     def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
         source = self.options_of(cell).source

@@ -1,20 +1,13 @@
-import argparse
 import shlex
 
 import pytest
 
+from audit.cli.epsilon import build_epsilon_parser, epsilon_request, run_epsilon
 from audit.privacy import dp_sgd_epsilon, termwise_epsilon
-from audit.privacy.command import add_epsilon_parser, run_epsilon
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="benchmark.py")
-    add_epsilon_parser(parser.add_subparsers(dest="command"))
-    return parser
 
 
 def _run(args: str) -> str:
-    return run_epsilon(_parser().parse_args(["epsilon", *shlex.split(args)]))
+    return run_epsilon(epsilon_request(build_epsilon_parser().parse_args(shlex.split(args))))
 
 
 def _last(text: str) -> float:
@@ -162,15 +155,25 @@ def test_invalid_combinations_raise_value_error(args, message):
         _run(args)
 
 
-def test_both_noise_options_is_a_usage_error():
-    with pytest.raises(SystemExit):
-        _parser().parse_args(["epsilon", "--noise-multiplier", "1", "--target-epsilon", "2"])
+def test_both_noise_options_are_refused():
+    args = "--n-train 10 --batch-size 2 --epochs 1 --noise-multiplier 1 --target-epsilon 2"
+    with pytest.raises(ValueError, match="exactly one of --noise-multiplier, --target-epsilon"):
+        _run(args)
+
+
+def test_every_mechanism_with_accounting_is_offered_and_none_is_not():
+    from audit.cli.epsilon import accounted_mechanisms
+
+    assert [m.value for m in accounted_mechanisms()] == ["cdp", "cdp-termwise", "ldp", "vae-ldp"]
+    with pytest.raises(ValueError, match="invalid choice: 'none'"):
+        build_epsilon_parser().parse_args(["--mech", "none"])
 
 
 def test_every_option_has_help():
-    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
-    epsilon = sub.choices["epsilon"]
-    options = [a for a in epsilon._actions if a.option_strings and a.dest != "help"]
+    epsilon = build_epsilon_parser()
+    options = [
+        a for a in epsilon._actions if a.option_strings and a.dest not in ("help", "verbose")
+    ]
     assert len(options) >= 15
     assert all(a.help and len(a.help) > 15 for a in options)
 
