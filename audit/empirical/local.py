@@ -6,9 +6,10 @@ likelihood ratio, so that thresholding it is the Neyman-Pearson test), picks the
 first half of the draws and bounds the test's error rates with Clopper-Pearson on the second half
 (:func:`audit.empirical.bounds.threshold_test_bound`).
 
-- ldp, images: :func:`audit.privacy.pixelization.pixelize` on black against white (the
+- ldp, images: :func:`audit.mechanisms.pixelization_noise.pixelize` on black against white (the
   any-two-records claim) and on black against black with m pixels white (Fan's m-neighbourhood);
-- ldp, series: :func:`audit.privacy.laplace.laplace_perturb_series`, one value at -1 and +1;
+- ldp, series: :func:`audit.mechanisms.laplace_noise.laplace_perturb_series`, one value at -1
+  and +1;
 - vae-ldp: the release ``z = mu + sigma e`` of :meth:`models.perturbation.NoiseBound.perturb`,
   with encoder means at the opposite corners (+3, ..., +3) and (-3, ..., -3).
 """
@@ -33,9 +34,9 @@ from audit.empirical.bounds import (
     threshold_ceiling,
     threshold_test_bound,
 )
+from audit.mechanisms.laplace_noise import laplace_perturb_series
+from audit.mechanisms.pixelization_noise import pixelize
 from audit.privacy.claim import GaussianConversion
-from audit.privacy.laplace import laplace_perturb_series
-from audit.privacy.pixelization import pixelize
 from audit.privacy.vae_ldp import MEAN_BOUND, vae_ldp_claim
 from core.seeding import torch_generator
 from core.validation import check_positive, check_positive_int

@@ -166,14 +166,8 @@ class CdpEpsilonParams(AccountingParams):
 
 
 def with_extra(claim: PrivacyClaim, extra: Mapping[str, float | str]) -> PrivacyClaim:
-    """``claim`` with further named facts in its extra."""
-    return PrivacyClaim(
-        epsilon=claim.epsilon,
-        delta=claim.delta,
-        method=claim.method,
-        accountant=claim.accountant,
-        extra={**claim.extra, **extra},
-    )
+    """``claim`` with further named facts in its extra (its event kept)."""
+    return replace(claim, extra={**claim.extra, **extra})
 
 
 class CentralDP(Mechanism):

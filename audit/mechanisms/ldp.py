@@ -23,6 +23,8 @@ from audit.mechanisms.base import (
     Trained,
     describe_claim,
 )
+from audit.mechanisms.laplace_noise import laplace_perturb_series
+from audit.mechanisms.pixelization_noise import pixelize
 from audit.options import (
     AccountingParams,
     MechanismOptions,
@@ -32,8 +34,8 @@ from audit.options import (
     positive_int,
 )
 from audit.privacy.claim import PrivacyClaim
-from audit.privacy.laplace import laplace_claim, laplace_perturb_series
-from audit.privacy.pixelization import pixelization_claim, pixelize, valid_cell_sizes
+from audit.privacy.laplace import laplace_claim
+from audit.privacy.pixelization import pixelization_claim, valid_cell_sizes
 from core.records import Modality, record_modality
 from core.seeding import Purpose, torch_generator
 from models.training import Pair
@@ -61,7 +63,7 @@ DEFAULT_GRIDS: dict[Modality, tuple[float, ...]] = {
     Modality.SERIES: (10.0, 1.0, 0.5, 0.1, 0.01),
 }
 #: The domain of a series value: the scale the pipeline gives series (each dataset's fixed
-#: per-channel ranges, clipped into and mapped to [-1, 1]; :class:`audit.series.ChannelScaler`),
+#: per-channel ranges, clipped into and mapped to [-1, 1]; ChannelScaler in audit.datasets.series),
 #: so each sensor's sensitivity is 2 there, the scale the noise is added in.
 SERIES_BOUNDS = (-1.0, 1.0)
 #: What every ldp row says about labels.

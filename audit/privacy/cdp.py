@@ -7,11 +7,10 @@ here and is never larger.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
+from audit.privacy import accountant
 from audit.privacy.calibration import calibrate_noise_multiplier
 from audit.privacy.claim import Conversion, PrivacyClaim
-from audit.privacy.rdp import history_rdp, rdp_to_epsilon, sampled_gaussian_rdp
+from audit.privacy.events import ComposedEvent, GaussianEvent, PoissonSampledEvent, repeated
 from core.schedule import dp_sgd_steps
 from core.validation import (
     check_batch,
@@ -24,6 +23,20 @@ from core.validation import (
 ACCOUNTANT = "rdp"
 
 
+def dp_sgd_event(
+    *, n_train: int, batch_size: int, epochs: int, noise_multiplier: float
+) -> ComposedEvent:
+    """DP-SGD's releases: :func:`dp_sgd_steps` Poisson-sampled Gaussians, rate B/N, multiplier z.
+
+    Each step's noisy gradient sum has sensitivity 1 in units of the clip norm C (per-example
+    clipping, add/remove one record) and noise std z C: ``GaussianEvent(z)``.
+    """
+    return repeated(
+        PoissonSampledEvent(batch_size / n_train, GaussianEvent(noise_multiplier)),
+        dp_sgd_steps(n_train=n_train, batch_size=batch_size, epochs=epochs),
+    )
+
+
 def _epsilon_and_order(
     *,
     n_train: int,
@@ -33,12 +46,10 @@ def _epsilon_and_order(
     delta: float,
     conversion: Conversion,
 ) -> tuple[float, float]:
-    rdp = sampled_gaussian_rdp(
-        sample_rate=batch_size / n_train,
-        noise_multiplier=noise_multiplier,
-        steps=dp_sgd_steps(n_train=n_train, batch_size=batch_size, epochs=epochs),
+    event = dp_sgd_event(
+        n_train=n_train, batch_size=batch_size, epochs=epochs, noise_multiplier=noise_multiplier
     )
-    return rdp_to_epsilon(rdp=rdp, delta=delta, conversion=conversion)
+    return accountant.rdp_epsilon(event, delta=delta, conversion=conversion)
 
 
 def _check(n_train: int, batch_size: int, epochs: int, delta: float) -> None:
@@ -135,6 +146,9 @@ def cdp_claim(
         for c in Conversion
     }
     epsilon, order = both[conversion]
+    event = dp_sgd_event(
+        n_train=n_train, batch_size=batch_size, epochs=epochs, noise_multiplier=noise_multiplier
+    )
     return PrivacyClaim(
         epsilon=epsilon,
         delta=delta,
@@ -147,29 +161,5 @@ def cdp_claim(
             "rdp_order": order,
             **{f"epsilon_{c.value}": eps for c, (eps, _) in both.items()},
         },
-    )
-
-
-def history_claim(
-    *,
-    history: Iterable[tuple[float, float, int]],
-    delta: float,
-    conversion: Conversion | str = Conversion.IMPROVED,
-) -> PrivacyClaim:
-    """The claim of the releases a training loop actually made (an Opacus accountant history)."""
-    check_delta(delta)
-    conversion = parse_enum(Conversion, conversion, "conversion")
-    history = list(history)
-    rdp = history_rdp(history)
-    extra: dict[str, float | str] = {"steps": sum(int(n) for _, _, n in history)}
-    for c in Conversion:
-        extra[f"epsilon_{c.value}"] = (
-            rdp_to_epsilon(rdp=rdp, delta=delta, conversion=c)[0] if history else 0.0
-        )
-    return PrivacyClaim(
-        epsilon=extra[f"epsilon_{conversion.value}"],
-        delta=delta,
-        method=f"opacus-rdp/{conversion.value}",
-        accountant=ACCOUNTANT,
-        extra=extra,
+        event=event,
     )

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
+from audit.privacy.events import Event
+
 
 class Conversion(str, Enum):
     """How an RDP curve becomes an (epsilon, delta) guarantee.
@@ -43,6 +45,9 @@ class PrivacyClaim:
         method: how epsilon was computed, e.g. ``"opacus-rdp/classic"``.
         accountant: the accounting framework, e.g. ``"rdp"``, ``"gaussian"``, ``"ldp-composition"``.
         extra: further named numbers or notes (``eps_i``, ``epsilon_analytic``, ...); read-only.
+        event: what was accounted (:mod:`audit.privacy.events`), for a reader; ``None`` when the
+            claim was not built from events (no privacy, a claim read back). Not in
+            :meth:`to_dict`.
     """
 
     epsilon: float
@@ -50,6 +55,7 @@ class PrivacyClaim:
     method: str
     accountant: str
     extra: Mapping[str, float | str] = field(default_factory=dict, hash=False)
+    event: Event | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         eps = self.epsilon
@@ -66,6 +72,8 @@ class PrivacyClaim:
                 raise ValueError(
                     f"extra must map strings to numbers or strings, got {key!r}: {value!r}"
                 )
+        if self.event is not None and not isinstance(self.event, Event):
+            raise ValueError(f"event must be an Event or None, got {self.event!r}")
         object.__setattr__(self, "epsilon", float(eps))
         object.__setattr__(self, "delta", float(self.delta))
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))

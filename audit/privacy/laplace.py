@@ -1,81 +1,20 @@
-"""The Laplace mechanism per measurement for time series (paper 003, Section 2.3 and 4.2):
-every value of every window gets Laplace noise scaled to its sensor's range.
+"""Accounting of the Laplace mechanism per measurement for time series (paper 003, Section 2.3
+and 4.2): every value of every window gets Laplace noise scaled to its sensor's range
+(:func:`audit.mechanisms.laplace_noise.laplace_perturb_series` adds it).
 """
 
 from __future__ import annotations
 
-import torch
-
+from audit.privacy import accountant
 from audit.privacy.claim import PrivacyClaim
-from audit.privacy.noise import sample_laplace
+from audit.privacy.events import ComposedEvent, LaplaceEvent, repeated
 from core.validation import check_positive, check_positive_int
-
-
-def _check_series(x: torch.Tensor) -> None:
-    if not isinstance(x, torch.Tensor) or x.dim() != 3 or not x.is_floating_point():
-        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"x must be a float tensor of shape (B, T, F), got {shape}")
-    if not bool(torch.isfinite(x).all()):
-        raise ValueError("x must hold finite values only (found NaN or inf)")
-
-
-def _as_bounds(
-    x: torch.Tensor, bounds: tuple[torch.Tensor | float, torch.Tensor | float]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    n_features = x.shape[-1]
-    try:
-        lower, upper = (
-            torch.as_tensor(b, dtype=x.dtype, device=x.device).expand(n_features).clone()
-            for b in bounds
-        )
-    except (RuntimeError, TypeError, ValueError):
-        raise ValueError(
-            f"bounds must be (lower, upper), each a number or {n_features} per-feature values, "
-            f"got {bounds!r}"
-        ) from None
-    if not bool((torch.isfinite(lower) & torch.isfinite(upper) & (lower <= upper)).all()):
-        raise ValueError(f"bounds must be finite with lower <= upper, got {lower} and {upper}")
-    if x.numel() and not bool(((x >= lower) & (x <= upper)).all()):
-        raise ValueError("x has values outside the given bounds; widen them or clip x first")
-    return lower, upper
-
-
-def laplace_perturb_series(
-    x: torch.Tensor,
-    *,
-    eps_i: float,
-    generator: torch.Generator,
-    bounds: tuple[torch.Tensor | float, torch.Tensor | float],
-) -> torch.Tensor:
-    """Laplace mechanism per measurement on series x (B, T, F), in the scale x is given in.
-
-    Sensor f's sensitivity is its range ``upper_f - lower_f`` (``bounds``, per-feature tensors
-    or scalars, fixed in advance: never derived from x); each value gets Laplace noise of scale
-    ``range_f / eps_i`` and is clipped back to ``[lower_f, upper_f]``.
-
-    Notes:
-        Each value is eps_i-DP for any two values inside its bounds; a window of T x F values
-        is T * F * eps_i-DP by sequential composition, more when windows overlap
-        (:func:`laplace_claim`). The pipeline's series are in [-1, 1], the image of each
-        dataset's fixed channel ranges (:class:`audit.series.ChannelScaler`): sensitivity 2.
-    """
-    eps = check_positive("eps_i", eps_i)
-    _check_series(x)
-    lower, upper = _as_bounds(x, bounds)
-    noise = sample_laplace(
-        tuple(x.shape),
-        scale=(upper - lower) / eps,
-        generator=generator,
-        dtype=x.dtype,
-        device=x.device,
-    )
-    return torch.maximum(torch.minimum(x + noise, upper), lower)
 
 
 def max_windows_per_measurement(*, window_length: int, stride: int | None) -> int:
     """How many windows one measurement of a recording appears in, at most: ceil(T / stride).
 
-    Windows start every ``stride`` samples (:func:`audit.series.windows`); ``None`` is
+    Windows start every ``stride`` samples (:func:`audit.datasets.series.windows`); ``None`` is
     non-overlapping windows (1). A measurement at row t lies in the windows whose start is a
     multiple of the stride in [t - T + 1, t], an interval of T integers.
     """
@@ -98,6 +37,22 @@ def max_perturbations_per_window(*, window_length: int, stride: int | None) -> i
         return t
     s = check_positive_int("stride", stride)
     return t + 2 * sum(t - m * s for m in range(1, -(-t // s)))
+
+
+def laplace_event(
+    *, eps_i: float, window_length: int, n_features: int, window_stride: int | None = None
+) -> ComposedEvent:
+    """One window's releases: each feature's values perturbed, in all copies, eps_i-DP each.
+
+    Per feature, the window's time steps receive at most :func:`max_perturbations_per_window`
+    Laplace perturbations in all windows (each eps_i-DP between any two values in range); the
+    ``n_features`` features compose: ``((eps_i, perturbations), features)``.
+    """
+    eps = check_positive("eps_i", eps_i)
+    perturbed = max_perturbations_per_window(window_length=window_length, stride=window_stride)
+    return repeated(
+        repeated(LaplaceEvent(eps), perturbed), check_positive_int("n_features", n_features)
+    )
 
 
 def laplace_claim(
@@ -137,7 +92,8 @@ def laplace_claim(
             f"stride {window_stride} < window {t}: a measurement is perturbed in up to "
             f"{copies} windows, a window's values {perturbed * f} times in all"
         )
-    epsilon = eps * perturbed * f
+    event = laplace_event(eps_i=eps, window_length=t, n_features=f, window_stride=window_stride)
+    epsilon = accountant.pure_epsilon(event)
     if n_records is not None:
         extra["epsilon_dataset_sum"] = check_positive_int("n_records", n_records) * epsilon
         extra["notes"] = "epsilon_dataset_sum: |D| * per-record epsilon (paper 003 Table 2 style)"
@@ -147,4 +103,5 @@ def laplace_claim(
         method="ldp-laplace/per-measurement",
         accountant="ldp-composition",
         extra=extra,
+        event=event,
     )

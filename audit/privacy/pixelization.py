@@ -1,15 +1,16 @@
-"""DP image pixelization (Liyue Fan, "Image pixelization with differential privacy", DBSec 2018),
-the image LDP mechanism of paper 003 (Section 2.3): b x b cell means plus Laplace noise.
+"""Accounting of DP image pixelization (Liyue Fan, "Image pixelization with differential privacy",
+DBSec 2018), the image LDP mechanism of paper 003 (Section 2.3): b x b cell means plus Laplace
+noise (added by :func:`audit.mechanisms.pixelization_noise.pixelize`). Scale, geometry, event and
+claim; no torch.
 """
 
 from __future__ import annotations
 
 import math
 
-import torch
-
+from audit.privacy import accountant
 from audit.privacy.claim import PrivacyClaim
-from audit.privacy.noise import sample_laplace
+from audit.privacy.events import LaplaceEvent
 from core.validation import check_positive, check_positive_int
 
 
@@ -33,61 +34,6 @@ def pixelization_scale(*, eps_i: float, cell: int, neighborhood: int) -> float:
     return m / (b * b * eps)
 
 
-def _check_images(x: torch.Tensor, cell: int) -> None:
-    if not isinstance(x, torch.Tensor) or x.dim() != 4 or not x.is_floating_point():
-        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"x must be a float tensor of shape (B, C, H, W), got {shape}")
-    if x.numel() and not bool(((x >= 0) & (x <= 1)).all()):
-        raise ValueError(
-            f"x must hold pixel values in [0, 1], got range [{x.min().item()}, {x.max().item()}]"
-        )
-    height, width = x.shape[-2:]
-    if height % cell or width % cell:
-        raise ValueError(
-            f"cell {cell!r} does not tile a {height}x{width} image; valid cell sizes: "
-            f"{', '.join(map(str, valid_cell_sizes(height, width)))}"
-        )
-
-
-def cell_means(x: torch.Tensor, *, cell: int) -> torch.Tensor:
-    """Per-channel means of the b x b cells: (B, C, H, W) -> (B, C, H/b, W/b)."""
-    batch, channels, height, width = x.shape
-    return x.reshape(batch, channels, height // cell, cell, width // cell, cell).mean(dim=(3, 5))
-
-
-def expand_cells(means: torch.Tensor, *, cell: int) -> torch.Tensor:
-    """Nearest-neighbour expansion of cell values back to pixels: (.., h, w) -> (.., h b, w b)."""
-    return means.repeat_interleave(cell, dim=-2).repeat_interleave(cell, dim=-1)
-
-
-def pixelize(
-    x: torch.Tensor,
-    *,
-    eps_i: float,
-    cell: int,
-    neighborhood: int,
-    generator: torch.Generator,
-) -> torch.Tensor:
-    """Fan's DP pixelization of images x (B, C, H, W) with values in [0, 1].
-
-    Each channel's b x b cell means get independent Laplace noise of scale
-    ``m / (b^2 eps_i)``, are clipped to [0, 1] and expanded back to H x W. ``generator`` (on
-    x's device) is the only source of randomness. Returns a new tensor of x's shape and dtype.
-
-    Notes:
-        Each channel's pixelized image is eps_i-DP for images differing in up to
-        ``neighborhood`` = m pixels (Fan 2018); for any two images a C-channel image is
-        C * eps_i * H * W / m -DP (:func:`pixelization_epsilon`). Clipping is post-processing.
-    """
-    scale = pixelization_scale(eps_i=eps_i, cell=cell, neighborhood=neighborhood)
-    _check_images(x, cell)
-    means = cell_means(x, cell=cell)
-    noise = sample_laplace(
-        tuple(means.shape), scale=scale, generator=generator, dtype=x.dtype, device=x.device
-    )
-    return expand_cells((means + noise).clamp(0.0, 1.0), cell=cell)
-
-
 def check_geometry(*, height: int, width: int, cell: int, neighborhood: int) -> None:
     """Refuse a cell side b that does not tile H x W, or an m outside 1..H*W (ValueError)."""
     check_positive_int("height", height)
@@ -107,12 +53,13 @@ def check_geometry(*, height: int, width: int, cell: int, neighborhood: int) -> 
         )
 
 
-def pixelization_epsilon(
+def pixelization_event(
     *, eps_i: float, channels: int, height: int, width: int, cell: int, neighborhood: int
-) -> float:
-    """Epsilon of :func:`pixelize` for ANY two images (H x W x c, values in [0, 1]).
+) -> LaplaceEvent:
+    """One image's release for ANY two images: one Laplace mechanism on all its cell means.
 
-    Returns ``c * eps_i * H * W / m``, for every cell side b (64x64x3, m = 64: 192 eps_i).
+    Its epsilon is ``c * eps_i * H * W / m``, for every cell side b (64x64x3, m = 64:
+    192 eps_i).
 
     Notes:
         Adjacency: any two records (local DP). Per channel there are (H/b)(W/b) cell means, each
@@ -120,15 +67,34 @@ def pixelization_epsilon(
         the L1 sensitivity of one channel's means is (H/b)(W/b) = H W / b^2. The Laplace scale
         is m / (b^2 eps_i) (:func:`pixelization_scale`), so one channel is
         (H W / b^2) / (m / (b^2 eps_i)) = eps_i H W / m -DP; b cancels. The c channels get
-        independent noise: c eps_i H W / m by sequential composition (the L1 sensitivity of all
-        c (H/b)(W/b) means is c H W / b^2 with the same scale, the same number). Clipping to
-        [0, 1] and expanding cells back to pixels are post-processing. Fan's eps_i covers only
-        images differing in at most m pixels (the m-neighbourhood): c * eps_i against those.
+        independent noise of the same scale, so all c (H/b)(W/b) means are one Laplace mechanism
+        of L1 sensitivity c H W / b^2: c eps_i H W / m (the same number as composing the c
+        channels). Clipping to [0, 1] and expanding cells back to pixels are post-processing.
+        Fan's eps_i covers only images differing in at most m pixels (the m-neighbourhood):
+        c * eps_i against those.
     """
     eps = check_positive("eps_i", eps_i)
     c = check_positive_int("channels", channels)
     check_geometry(height=height, width=width, cell=cell, neighborhood=neighborhood)
-    return c * eps * height * width / neighborhood
+    return LaplaceEvent(c * eps * height * width / neighborhood)
+
+
+def pixelization_epsilon(
+    *, eps_i: float, channels: int, height: int, width: int, cell: int, neighborhood: int
+) -> float:
+    """Epsilon of :func:`audit.mechanisms.pixelization_noise.pixelize` for ANY two images
+    (H x W x c, values in [0, 1]): ``c * eps_i * H * W / m``; see :func:`pixelization_event`.
+    """
+    return accountant.pure_epsilon(
+        pixelization_event(
+            eps_i=eps_i,
+            channels=channels,
+            height=height,
+            width=width,
+            cell=cell,
+            neighborhood=neighborhood,
+        )
+    )
 
 
 def pixelization_claim(
@@ -148,7 +114,7 @@ def pixelization_claim(
     Table 2 figure |D| * channels * eps_i (a dataset-wide sum of m-neighbourhood epsilons, not a
     per-record guarantee).
     """
-    epsilon = pixelization_epsilon(
+    event = pixelization_event(
         eps_i=eps_i,
         channels=channels,
         height=height,
@@ -156,6 +122,7 @@ def pixelization_claim(
         cell=cell,
         neighborhood=neighborhood,
     )
+    epsilon = accountant.pure_epsilon(event)
     eps, c = float(eps_i), int(channels)
     extra: dict[str, float | str] = {
         "eps_i": eps,
@@ -181,4 +148,5 @@ def pixelization_claim(
         method="ldp-pixelization/laplace/any-two-records",
         accountant="ldp-composition",
         extra=extra,
+        event=event,
     )

@@ -9,10 +9,8 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Iterable
 
 import numpy as np
-from opacus.accountants import RDPAccountant
 from opacus.accountants.analysis import rdp as opacus_rdp
 
 from audit.privacy.claim import Conversion
@@ -25,11 +23,17 @@ from core.validation import (
 
 logger = logging.getLogger(__name__)
 
-#: Opacus's default orders (1.1 .. 63) extended upwards so that large noise multipliers
-#: (small epsilon) do not end at the largest order; the lower end is Opacus's, which paper 003's
-#: TensorFlow Privacy orders share, so the huge epsilons of tiny noise match its Table 2.
+#: Opacus's default orders (``RDPAccountant.DEFAULT_ALPHAS``, 1.1 .. 63, written out here so this
+#: module does not import Opacus's accountant classes and with them torch) extended upwards so
+#: that large noise multipliers (small epsilon) do not end at the largest order; the lower end is
+#: Opacus's, which paper 003's TensorFlow Privacy orders share, so the huge epsilons of tiny noise
+#: match its Table 2.
+OPACUS_DEFAULT_ORDERS: tuple[float, ...] = (
+    *[1 + x / 10.0 for x in range(1, 100)],
+    *range(12, 64),
+)
 RDP_ORDERS: tuple[float, ...] = tuple(
-    float(a) for a in [*RDPAccountant.DEFAULT_ALPHAS, 64, 80, 96, 128, 192, 256, 384, 512, 1024]
+    float(a) for a in [*OPACUS_DEFAULT_ORDERS, 64, 80, 96, 128, 192, 256, 384, 512, 1024]
 )
 
 
@@ -79,27 +83,3 @@ def rdp_to_epsilon(*, rdp: np.ndarray, delta: float, conversion: Conversion) -> 
     if order in (orders[0], orders[-1]):
         logger.info("optimal RDP order %s is at the end of the order range", order)
     return max(eps_opt, 0.0), order
-
-
-def history_rdp(history: Iterable[tuple[float, float, int]]) -> np.ndarray:
-    """Summed RDP of an Opacus accountant history: ``(noise_multiplier, sample_rate, steps)``."""
-    total = np.zeros(len(RDP_ORDERS))
-    for noise_multiplier, sample_rate, steps in history:
-        total = total + sampled_gaussian_rdp(
-            sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps
-        )
-    return total
-
-
-def epsilon_from_history(
-    *, history: Iterable[tuple[float, float, int]], delta: float, conversion: Conversion
-) -> float:
-    """Epsilon of an Opacus ``RDPAccountant.history`` under either conversion (0 if empty).
-
-    Lets a training loop keep Opacus's own accountant (``PrivacyEngine(accountant="rdp")``)
-    and still report the classic conversion.
-    """
-    history = list(history)
-    if not history:
-        return 0.0
-    return rdp_to_epsilon(rdp=history_rdp(history), delta=delta, conversion=conversion)[0]

@@ -35,12 +35,11 @@ from __future__ import annotations
 import math
 from enum import Enum
 
-import numpy as np
-
+from audit.privacy import accountant
 from audit.privacy.calibration import calibrate_noise_multiplier
 from audit.privacy.cdp import ACCOUNTANT, dp_sgd_epsilon
 from audit.privacy.claim import Conversion, PrivacyClaim
-from audit.privacy.rdp import rdp_to_epsilon, sampled_gaussian_rdp
+from audit.privacy.events import ComposedEvent, GaussianEvent, PoissonSampledEvent
 from core.schedule import dp_sgd_steps
 from core.validation import (
     check_batch,
@@ -108,6 +107,23 @@ def release_noise_multipliers(
     return (s, s / k)
 
 
+def termwise_event(
+    *, n_train: int, batch_size: int, epochs: int, multipliers: tuple[float, ...]
+) -> ComposedEvent:
+    """The releases of term-wise DP-Adam: per step, one Poisson-sampled Gaussian per multiplier.
+
+    ``multipliers`` from :func:`release_noise_multipliers`; each release is composed over the
+    :func:`dp_sgd_steps` steps on its own (pair ``(sampled Gaussian, steps)``).
+    """
+    steps = dp_sgd_steps(n_train=n_train, batch_size=batch_size, epochs=epochs)
+    return ComposedEvent(
+        tuple(
+            (PoissonSampledEvent(batch_size / n_train, GaussianEvent(z)), steps)
+            for z in multipliers
+        )
+    )
+
+
 def _epsilon(
     *,
     n_train: int,
@@ -117,15 +133,10 @@ def _epsilon(
     delta: float,
     conversion: Conversion,
 ) -> float:
-    steps = dp_sgd_steps(n_train=n_train, batch_size=batch_size, epochs=epochs)
-    rdp = np.sum(
-        [
-            sampled_gaussian_rdp(sample_rate=batch_size / n_train, noise_multiplier=z, steps=steps)
-            for z in multipliers
-        ],
-        axis=0,
+    event = termwise_event(
+        n_train=n_train, batch_size=batch_size, epochs=epochs, multipliers=multipliers
     )
-    return rdp_to_epsilon(rdp=rdp, delta=delta, conversion=conversion)[0]
+    return accountant.rdp_epsilon(event, delta=delta, conversion=conversion)[0]
 
 
 def termwise_epsilon(
@@ -304,4 +315,7 @@ def termwise_claim(
         method=f"opacus-rdp/termwise-{label}/{conversion.value}",
         accountant=ACCOUNTANT,
         extra=extra,
+        event=termwise_event(
+            n_train=n_train, batch_size=batch_size, epochs=epochs, multipliers=multipliers
+        ),
     )

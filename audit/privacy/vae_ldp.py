@@ -1,19 +1,20 @@
 """Epsilon of VAE-LDP (Weggenmann et al., as used in paper 003): a Gaussian mechanism on the
 encoder mean, bounded to [-3, 3]^d, with noise std at least sigma.
 
-Two conversions of the same noise: the classic Gaussian-mechanism formula paper 003 reports,
-and the exact analytic Gaussian mechanism of Balle and Wang (2018, "Improving the Gaussian
-mechanism for differential privacy: analytical calibration and optimal denoising", Theorem 8).
+Each record's release is one Gaussian mechanism (:func:`vae_ldp_event`), read by the accountant
+under two conversions of the same noise: the classic Gaussian-mechanism formula paper 003
+reports, and the exact analytic Gaussian mechanism of Balle and Wang (2018, Theorem 8);
+see :mod:`audit.privacy.gaussian`.
 """
 
 from __future__ import annotations
 
 import math
 
-from scipy import optimize, special
-
+from audit.privacy import accountant
 from audit.privacy.claim import GaussianConversion, PrivacyClaim
-from core.validation import check_delta, check_positive, check_positive_int, parse_enum
+from audit.privacy.events import GaussianEvent
+from core.validation import check_positive, check_positive_int, parse_enum
 
 #: The encoder mean is bounded by ``MEAN_BOUND * tanh`` (paper 003, Section 2.3).
 MEAN_BOUND = 3.0
@@ -25,63 +26,12 @@ def vae_ldp_sensitivity(*, latent_dim: int, mean_bound: float = MEAN_BOUND) -> f
     return 2 * check_positive("mean_bound", mean_bound) * math.sqrt(latent_dim)
 
 
-def gaussian_epsilon_classic(*, sigma: float, sensitivity: float, delta: float) -> float:
-    """``eps = sensitivity * sqrt(2 ln(1.25/delta)) / sigma`` (paper 003, Def. 3 and Sec. 2.3).
-
-    Notes:
-        The theorem behind it (Dwork and Roth, Thm. A.1) needs eps < 1; above that the number is
-        a label, not a guarantee (see :func:`gaussian_epsilon_analytic`).
-    """
-    check_positive("sigma", sigma)
-    check_positive("sensitivity", sensitivity)
-    check_delta(delta)
-    return sensitivity * math.sqrt(2 * math.log(1.25 / delta)) / sigma
-
-
-def _log_profile(epsilon: float, ratio: float) -> float:
-    """log of Phi(r/2 - eps/r) - e^eps Phi(-r/2 - eps/r), r = sensitivity/sigma; -inf if <= 0."""
-    log_a = special.log_ndtr(ratio / 2 - epsilon / ratio)
-    log_b = epsilon + special.log_ndtr(-ratio / 2 - epsilon / ratio)
-    if log_b >= log_a:
-        return -math.inf
-    return log_a + math.log1p(-math.exp(log_b - log_a))
-
-
-def analytic_gaussian_delta(*, epsilon: float, sigma: float, sensitivity: float) -> float:
-    """The smallest delta for which the Gaussian mechanism is (epsilon, delta)-DP.
-
-    Balle and Wang 2018, Theorem 8: ``Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D)``
-    with D the L2 sensitivity and s the noise std; evaluated in log space, so large epsilon
-    neither overflows nor cancels.
-    """
-    if not epsilon >= 0:
-        raise ValueError(f"epsilon must be a number >= 0, got {epsilon!r}")
-    ratio = check_positive("sensitivity", sensitivity) / check_positive("sigma", sigma)
-    return math.exp(_log_profile(float(epsilon), ratio))
-
-
-def gaussian_epsilon_analytic(*, sigma: float, sensitivity: float, delta: float) -> float:
-    """The smallest epsilon with ``analytic_gaussian_delta(epsilon) <= delta`` (0 if eps = 0 does).
-
-    Found by Brent's method on the log privacy profile; the returned value satisfies the
-    condition (it is nudged up by relative 1e-12 steps if the root lands just below).
-    """
-    ratio = check_positive("sensitivity", sensitivity) / check_positive("sigma", sigma)
-    delta = check_delta(delta)
-    log_delta = math.log(delta)
-
-    def gap(eps: float) -> float:
-        return max(_log_profile(eps, ratio), -1e6) - log_delta
-
-    if gap(0.0) <= 0:
-        return 0.0
-    high = 1.0
-    while gap(high) > 0:
-        high *= 2
-    eps = optimize.brentq(gap, 0.0, high, xtol=1e-12, rtol=1e-14)
-    while math.exp(_log_profile(eps, ratio)) > delta:  # the same test analytic_gaussian_delta makes
-        eps = eps * (1 + 1e-12) + 1e-15
-    return eps
+def vae_ldp_event(
+    *, sigma: float, latent_dim: int, mean_bound: float = MEAN_BOUND
+) -> GaussianEvent:
+    """One record's release: noise std ``sigma`` on a mean of sensitivity ``2 b sqrt(d)``."""
+    sensitivity = vae_ldp_sensitivity(latent_dim=latent_dim, mean_bound=mean_bound)
+    return GaussianEvent(check_positive("sigma", sigma), sensitivity)
 
 
 def vae_ldp_epsilon(
@@ -99,11 +49,8 @@ def vae_ldp_epsilon(
         diameter of [-3, 3]^d (local DP: every pair of records is neighbouring). Noise std
         max(sigma, v) >= sigma is counted as sigma, as paper 003 does.
     """
-    sensitivity = vae_ldp_sensitivity(latent_dim=latent_dim, mean_bound=mean_bound)
-    conversion = parse_enum(GaussianConversion, conversion, "conversion")
-    if conversion is GaussianConversion.CLASSIC:
-        return gaussian_epsilon_classic(sigma=sigma, sensitivity=sensitivity, delta=delta)
-    return gaussian_epsilon_analytic(sigma=sigma, sensitivity=sensitivity, delta=delta)
+    event = vae_ldp_event(sigma=sigma, latent_dim=latent_dim, mean_bound=mean_bound)
+    return accountant.gaussian_epsilon(event, delta=delta, conversion=conversion)
 
 
 def vae_ldp_claim(
@@ -144,4 +91,5 @@ def vae_ldp_claim(
         method=f"vae-ldp/{conversion.value}-gaussian",
         accountant="gaussian",
         extra=extra,
+        event=vae_ldp_event(sigma=sigma, latent_dim=latent_dim, mean_bound=mean_bound),
     )

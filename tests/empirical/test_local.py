@@ -18,7 +18,7 @@ from audit.empirical.local import (
     pixelization_claims,
     pixelization_pair,
 )
-from audit.privacy.laplace import laplace_perturb_series
+from audit.mechanisms.laplace_noise import laplace_perturb_series
 
 
 def test_counts_match_a_loop() -> None:

@@ -3,13 +3,14 @@ import math
 import pytest
 
 from audit.privacy import (
+    ComposedEvent,
     Conversion,
-    PrivacyAccountant,
+    GaussianEvent,
+    PoissonSampledEvent,
     cdp_claim,
     dp_sgd_epsilon,
-    epsilon_from_history,
-    history_claim,
     noise_multiplier_for_epsilon,
+    rdp_epsilon,
 )
 from core.schedule import dp_sgd_steps
 
@@ -146,30 +147,11 @@ def test_claim_defaults_to_delta_one_over_n_and_keeps_both_conversions():
     assert claim.extra["steps"] == 28938
 
 
-def test_stateful_accountant_matches_the_pure_function():
-    accountant = PrivacyAccountant()
-    assert accountant.epsilon(delta=1 / 926) == 0.0
-    steps = dp_sgd_steps(n_train=926, batch_size=32, epochs=1000)
-    for _ in range(steps):
-        accountant.step(noise_multiplier=1.0, sample_rate=32 / 926)
-    assert accountant.steps == steps
+def test_claim_carries_the_event_it_accounted():
+    claim = cdp_claim(n_train=926, batch_size=32, epochs=1000, noise_multiplier=1.0)
+    step = PoissonSampledEvent(32 / 926, GaussianEvent(1.0))
+    assert claim.event == ComposedEvent(((step, 28938),))
     for conversion in Conversion:
-        assert accountant.epsilon(delta=1 / 926, conversion=conversion) == pytest.approx(
-            _eps(926, conversion), rel=1e-12
-        )
-    claim = history_claim(history=accountant.opacus.history, delta=1 / 926, conversion="classic")
-    assert claim.epsilon == pytest.approx(_eps(926, "classic"), rel=1e-12)
-
-
-def test_accountant_validates_before_changing_state():
-    accountant = PrivacyAccountant()
-    with pytest.raises(ValueError, match="1.5"):
-        accountant.step(noise_multiplier=1.0, sample_rate=1.5)
-    assert accountant.steps == 0
-
-
-def test_history_with_two_noise_levels_composes():
-    history = [(1.0, 0.05, 100), (2.0, 0.05, 100)]
-    both = epsilon_from_history(history=history, delta=1e-5, conversion="improved")
-    first = epsilon_from_history(history=history[:1], delta=1e-5, conversion="improved")
-    assert both > first
+        eps, order = rdp_epsilon(claim.event, delta=1 / 926, conversion=conversion)
+        assert eps == claim.extra[f"epsilon_{conversion.value}"]  # the very same number
+    assert claim.extra["rdp_order"] == order
