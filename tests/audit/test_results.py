@@ -13,7 +13,8 @@ import pytest
 
 from audit import results
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
-from audit.report import load_runs, write_report
+from audit.report import write_report
+from audit.report.summaries import load_runs
 from audit.sweep import build_cells
 from benchmark import main
 from tests.audit.fakes import cell_config, write_cell

@@ -203,7 +203,7 @@ def test_gen_records_sets_the_size_of_d_gen_not_d_train(tmp_path):
     gen_records, with D_train's class shares, and every row says if its baseline beat chance."""
     import torch
 
-    from audit.pipeline import gen_labels
+    from models.generation import gen_labels
 
     labels = gen_labels(torch.tensor([0] * 6 + [1] * 3 + [2]), 25, seed=0)
     assert len(labels) == 25 and torch.bincount(labels).tolist() == [15, 8, 2]  # 60/30/10 %
