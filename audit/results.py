@@ -559,8 +559,9 @@ def read_attack_set(cell_dir: Path) -> AttackedRecords | None:
     except (OSError, ValueError, EOFError) as exc:
         raise ValueError(f"{path} is unreadable ({exc})") from None
     version = arrays.get("schema_version")
-    if version is None or int(version) != io.SCHEMA_VERSION:
-        raise ValueError(f"{path}: schema_version {version!r}, this code reads {io.SCHEMA_VERSION}")
+    version = None if version is None else int(version)
+    if version != io.SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema_version {version}, this code reads {io.SCHEMA_VERSION}")
     missing = sorted({"index", "is_member", "train_index"} - set(arrays))
     if missing:
         raise ValueError(f"{path} lacks {missing} (found {sorted(arrays)})")

@@ -21,8 +21,7 @@ from audit.report.summaries import load_runs, ordered
 from audit.sweep import run_sweep
 from benchmark import main
 from models.lstm_vae import has_dp_lstm
-
-from .test_motionsense import build_motionsense_fixture
+from tests.audit.test_motionsense import build_motionsense_fixture
 
 TINY = replace(
     PROFILES[ProfileName.QUICK],
