@@ -269,7 +269,9 @@ def run_sweep(
     command: str | None = None,
     cell_fn: Callable[..., CellComputed] | None = None,
 ) -> SweepResult:
-    """Run (or resume) every cell of ``config``; ``runs.csv`` is rebuilt after each cell.
+    """Run (or resume) every cell of ``config``; ``runs.csv`` is rebuilt after each cell, and at
+    the end the report is written into ``OUT/report`` (:func:`write_sweep_report`; not with
+    ``config.report`` False; a failing report is a warning, never a failed sweep).
 
     Refused before any work where ``config.out`` holds another run configuration
     (:func:`audit.results.claim_run`). Each cell is computed under its lock, so a concurrent

@@ -23,7 +23,6 @@ from audit.stats import summarise
 log = logging.getLogger(__name__)
 
 MI_AP_LIMITS = (0.55, 0.6, 0.75)
-
 REQUIRED_COLUMNS = (
     "dataset",
     "mech",
@@ -39,7 +38,6 @@ REQUIRED_COLUMNS = (
     "phi",
     "config_hash",
 )
-
 SETTING = (
     "dataset",
     "profile",
@@ -50,9 +48,7 @@ SETTING = (
     "param_label",
     "setting_hash",
 )
-
 _MECH_RANK = {m.value: i for i, m in enumerate(MechanismName)}
-
 NONE = MechanismName.NONE.value
 
 

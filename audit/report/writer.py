@@ -29,9 +29,7 @@ from audit.report.summaries import (
 log = logging.getLogger(__name__)
 
 REPORT_DIR = "report"
-
 REPORT_MD = "report.md"
-
 FORMATS = ("png", "pdf")
 
 
