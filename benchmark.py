@@ -134,6 +134,13 @@ def build_run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-progress", dest="progress", action="store_false", help="hide progress bars"
     )
+    p.add_argument(
+        "--no-report",
+        dest="report",
+        action="store_false",
+        help="do not write OUT/report (tables and figures) at the end; "
+        "'benchmark.py report OUT' writes it later",
+    )
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv)")
     ex = p.add_argument_group("where cells run")
     ex.add_argument(
@@ -270,6 +277,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         window_stride=args.window_stride,
         executor=args.executor,
         ray=_ray_settings(args),
+        report=args.report,
     )
 
 
@@ -301,7 +309,7 @@ def run_main(argv: Sequence[str]) -> int:
     args = build_run_parser().parse_args(argv)
     _configure_logging(args.verbose)
     config = config_from_args(args)
-    from audit.sweep import run_sweep
+    from audit.sweep import report_command, run_sweep
     from core.progress import null_progress
 
     _check_device_available(config.device)
@@ -311,6 +319,11 @@ def run_main(argv: Sequence[str]) -> int:
         command=shlex.join(["python", "benchmark.py", *argv]),
     )
     print(f"{result.ran} cell(s) run, {result.reused} reused; results: {result.csv_path}")
+    if result.report is not None:
+        print(f"report: {result.report}")
+    elif config.report:
+        rerun = report_command(config.out, config.data_home)
+        print(f"no report (it failed, see the warning above); rerun: {rerun}")
     return 0
 
 

@@ -37,7 +37,7 @@ class Profile:
     ``max_train``: cap on |D_train| (None = the split's full training set); a small training set
     is what lets a VAE memorise, which is what the attack detects (see README).
     ``gen_records``: |D_gen|, the generated records the utility classifier trains on, independent
-    of |D_train| (labels follow D_train's class shares; see :func:`audit.pipeline.gen_labels`).
+    of |D_train| (labels follow D_train's class shares; see :func:`models.generation.gen_labels`).
     None is the old rule, |D_gen| = |D_train|, kept so that cells run before the setting existed
     keep their hashes (:meth:`CellConfig.canonical` leaves a None out); every profile sets it.
     """
@@ -230,6 +230,7 @@ class SweepConfig:
     window_stride: int | None = None
     executor: ExecutorName = ExecutorName.LOCAL
     ray: RaySettings | None = None
+    report: bool = True  # write OUT/report at the end (no cell's hash depends on it)
 
     def __post_init__(self) -> None:
         check_dataset_name(self.dataset)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
@@ -21,9 +20,11 @@ from audit import io
 from audit.config import CellConfig
 from audit.datasets import Dataset, Split
 from audit.mechanisms import CellData, Context, get_mechanism
+from audit.results import AttackedRecords, write_attack_set
 from core.records import Modality
-from core.seeding import Purpose, derive_seed, numpy_rng, torch_generator
-from models.factory import Generation, model_family
+from core.seeding import Purpose, derive_seed, numpy_rng
+from models.factory import model_family
+from models.generation import Generation, gen_labels, generate
 from models.training import (
     ClassifierSettings,
     Pair,
@@ -66,6 +67,7 @@ class CellOutcome:
     model_state: dict[str, torch.Tensor]
     history: dict[str, Any]
     scores: dict[str, np.ndarray]
+    attacked: AttackedRecords | None = None  # what the report's reconstruction grids show
 
 
 def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
@@ -98,6 +100,8 @@ def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
         dataset.num_classes,
         n_total,
         notes=notes,
+        train_index=train_idx,
+        test_index=split.test,
     )
 
 
@@ -116,8 +120,8 @@ def _stratified_subset(
     return np.sort(np.concatenate(chosen))
 
 
-def attack_set(data: CellData, cell: CellConfig) -> AttackData:
-    """Balanced D_atk: members from D_train, non-members from D_test, always UNPERTURBED."""
+def _attack_positions(data: CellData, cell: CellConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(members: positions in D_train, non-members: positions in D_test) of the balanced D_atk."""
     limit = cell.profile.attack_records
     n_each = min(len(data.train[0]), len(data.test[0]))
     if limit is not None:
@@ -125,91 +129,30 @@ def attack_set(data: CellData, cell: CellConfig) -> AttackData:
     rng = numpy_rng(cell.seed, Purpose.ATTACK, "records")
     members = np.sort(rng.choice(len(data.train[0]), size=n_each, replace=False))
     others = np.sort(rng.choice(len(data.test[0]), size=n_each, replace=False))
+    return members, others
+
+
+def attack_set(data: CellData, cell: CellConfig) -> AttackData:
+    """Balanced D_atk: members from D_train, non-members from D_test, always UNPERTURBED."""
+    members, others = _attack_positions(data, cell)
+    n_each = len(members)
     x = torch.cat([data.train[0][members], data.test[0][others]])
     y = torch.cat([data.train[1][members], data.test[1][others]])
     is_member = np.concatenate([np.ones(n_each, bool), np.zeros(n_each, bool)])
     return AttackData(x=x, y=y, is_member=is_member)
 
 
-def gen_labels(train_labels: torch.Tensor, n: int, *, seed: int) -> torch.Tensor:
-    """``n`` labels of D_gen with D_train's class shares (largest remainders), in seeded order.
-
-    Every class of D_train gets ``floor(n * share)`` labels plus one for the largest remainders,
-    so the counts are exact and do not vary with the seed; only the order is shuffled.
-    """
-    classes, counts = torch.unique(train_labels.cpu(), return_counts=True)
-    quota = counts.double() * n / counts.sum()
-    take = quota.floor().long()
-    for i in torch.argsort(-(quota - take))[: n - int(take.sum())]:
-        take[i] += 1
-    labels = torch.repeat_interleave(classes, take)
-    order = torch.randperm(n, generator=torch_generator(seed, Purpose.GENERATE, "labels"))
-    return labels[order]
-
-
-def generate(
-    model: torch.nn.Module,
-    labels: torch.Tensor,
-    *,
-    seed: int,
-    method: Generation = Generation.PRIOR,
-    source: Pair | None = None,
-    batch: int = 512,
-) -> Pair:
-    """D_gen: one decoded latent per label (labels follow D_train's distribution).
-
-    ``method`` (:class:`models.factory.Generation`): PRIOR draws z ~ N(0, I); CLASS_LATENT
-    draws z ~ q(z | x_j) for a record x_j of ``source`` (the target's training data) of the
-    label's class, chosen uniformly.
-    """
-    device = next(model.parameters()).device
-    gen = torch_generator(seed, Purpose.GENERATE)
-    if method is Generation.CLASS_LATENT:
-        if source is None:
-            raise ValueError("class-latent generation needs the target's training records")
-        draw = _class_latent_sampler(model, source, gen, batch=batch)
-    else:
-
-        def draw(y: torch.Tensor) -> torch.Tensor:
-            return torch.randn(len(y), model.latent_dim, generator=gen)
-
-    out = []
-    model.eval()
-    with torch.inference_mode():
-        for start in range(0, len(labels), batch):
-            y = labels[start : start + batch]
-            out.append(model.decode(draw(y).to(device), y.to(device)).cpu())
-    return torch.cat(out), labels.clone()
-
-
-def _class_latent_sampler(
-    model: torch.nn.Module, source: Pair, gen: torch.Generator, *, batch: int
-) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A function of labels (B,) returning z (B, d): mu + std * e of a uniformly drawn
-    ``source`` record of each label's class (paper 003's class-specific latent sampling)."""
-    device = next(model.parameters()).device
-    x_src, y_src = source
-    model.eval()
-    with torch.inference_mode():
-        stats = [
-            model.encode(x_src[s : s + batch].to(device), y_src[s : s + batch].to(device))
-            for s in range(0, len(x_src), batch)
-        ]
-    mu = torch.cat([m for m, _ in stats]).cpu()
-    std = torch.exp(0.5 * torch.cat([lv for _, lv in stats])).cpu()
-    members = {int(c): torch.nonzero(y_src == c).flatten() for c in torch.unique(y_src)}
-
-    def draw(y: torch.Tensor) -> torch.Tensor:
-        missing = sorted({int(c) for c in y} - set(members))
-        if missing:
-            raise ValueError(f"class-latent generation: no training record of class(es) {missing}")
-        pick = torch.empty(len(y), dtype=torch.long)
-        for c, idx in members.items():
-            where = torch.nonzero(y == c).flatten()
-            pick[where] = idx[torch.randint(len(idx), (len(where),), generator=gen)]
-        return mu[pick] + std[pick] * torch.randn(len(y), mu.shape[1], generator=gen)
-
-    return draw
+def attacked_records(data: CellData, cell: CellConfig) -> AttackedRecords | None:
+    """D_atk of :func:`attack_set` as dataset rows (same records, same order), and D_train's
+    rows; None where ``data`` does not say its rows (not cut from a dataset)."""
+    if data.train_index is None or data.test_index is None:
+        return None
+    members, others = _attack_positions(data, cell)
+    return AttackedRecords(
+        index=np.concatenate([data.train_index[members], data.test_index[others]]),
+        is_member=np.concatenate([np.ones(len(members), bool), np.zeros(len(others), bool)]),
+        train_index=np.asarray(data.train_index),
+    )
 
 
 def classifier_settings(cell: CellConfig, device: str, purpose: str) -> ClassifierSettings:
@@ -347,7 +290,13 @@ def run_cell(
     }
     scores = {f"scores_{d.value}": results[d].scores for d in results}
     scores["is_member"] = atk_data.is_member
-    return CellOutcome(rows=rows, model_state=model.state_dict(), history=hist, scores=scores)
+    return CellOutcome(
+        rows=rows,
+        model_state=model.state_dict(),
+        history=hist,
+        scores=scores,
+        attacked=attacked_records(data, cell),
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -364,4 +313,6 @@ def save_outcome(cell_dir: Path, cell: CellConfig, outcome: CellOutcome, metadat
     io.write_json(cell_dir / "history.json", outcome.history)
     io.save_state(cell_dir / "model.pt", {"model": outcome.model_state})
     io.save_npz(cell_dir / "scores.npz", outcome.scores)
+    if outcome.attacked is not None:
+        write_attack_set(cell_dir, outcome.attacked)
     io.write_json(cell_dir / "rows.json", {"rows": outcome.rows})

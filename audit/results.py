@@ -5,6 +5,8 @@ The sweep, the report and the gate read and write a run directory only through t
     OUT/run.json            the run manifest: the configuration all its cells share, and the
                             cells every sweep into OUT planned (schema-versioned, atomic)
     OUT/cells/<hash>/       one cell: config.json, ..., rows.json (written last: "finished")
+                            model.pt, scores.npz and attack_set.npz (the attacked records'
+                            rows in the dataset), which the report reads (load_*, read_*)
     OUT/cells/<hash>/.lock  held while a sweep computes that cell
     OUT/runs.csv            rebuilt from the cells after each cell; never read back as a source
     OUT/.runs.csv.lock      held while runs.csv is rebuilt
@@ -28,12 +30,16 @@ import math
 import re
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from audit import io
+from audit.config import CellConfig
+from audit.mechanisms import cell_from_canonical
 from audit.metrics import above_chance, phi_score
 from audit.rows import COLUMNS
 
@@ -421,3 +427,138 @@ def _read_csv(path: Path) -> pd.DataFrame:
         )
         frame = frame[~torn].reset_index(drop=True)
     return frame
+
+
+# ---- a cell's files for the report: config, model, scores, attacked records --------------------
+
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.pt"
+SCORES_FILE = "scores.npz"
+ATTACK_SET_FILE = "attack_set.npz"
+
+
+def cell_path(run_dir: Path, config_hash: str) -> Path:
+    """The directory of cell ``config_hash`` in ``run_dir`` (whether or not it exists)."""
+    return Path(run_dir) / CELLS_DIR / config_hash
+
+
+def has_model(cell_dir: Path) -> bool:
+    return (Path(cell_dir) / MODEL_FILE).is_file()
+
+
+def load_cell_config(cell_dir: Path) -> CellConfig:
+    """The CellConfig a cell directory was run with; ValueError where its hash does not name the
+    directory (a foreign or edited config.json), KeyError/TypeError where it is malformed."""
+    data = io.read_json(Path(cell_dir) / CONFIG_FILE)
+    c = data["config"]
+    cell = cell_from_canonical(c)
+    if cell.config_hash != data["hash"] or Path(cell_dir).name != data["hash"]:
+        raise ValueError(
+            f"config.json of {cell_dir} hashes to {cell.config_hash}, not to its "
+            f"recorded hash {data['hash']} and directory name"
+        )
+    return cell
+
+
+def load_model_state(cell_dir: Path) -> dict[str, Any]:
+    """The target VAE's state dict from a cell's ``model.pt``; ValueError for another schema."""
+    state = io.load_state(Path(cell_dir) / MODEL_FILE)
+    if state.get("schema_version") != io.SCHEMA_VERSION:
+        raise ValueError(
+            f"model.pt schema_version {state.get('schema_version')!r}, this code "
+            f"reads {io.SCHEMA_VERSION}"
+        )
+    return state["model"]
+
+
+def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(is_member (n,) bool, {distance: scores (n,)}) from a cell's ``scores.npz``.
+
+    The file holds ``is_member`` and one ``scores_<distance>`` array per distance (higher =
+    member), and optionally ``schema_version``; anything else raises a ValueError.
+    """
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    version = arrays.pop("schema_version", io.SCHEMA_VERSION)
+    if int(version) != io.SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: schema_version {int(version)}, this code reads {io.SCHEMA_VERSION}"
+        )
+    if "is_member" not in arrays:
+        raise ValueError(f"{path}: no is_member array (found {sorted(arrays)})")
+    is_member = arrays.pop("is_member")
+    scores = {k.removeprefix("scores_"): v for k, v in arrays.items() if k.startswith("scores_")}
+    bad = [k for k, v in scores.items() if v.shape != is_member.shape]
+    if is_member.dtype != np.bool_ or bad or not scores:
+        shapes = {k: v.shape for k, v in arrays.items()}
+        raise ValueError(
+            f"{path}: expected a bool is_member and scores_<distance> arrays of the same "
+            f"length, got is_member {is_member.dtype} {is_member.shape} and {shapes}"
+        )
+    return is_member, scores
+
+
+@dataclass(frozen=True)
+class AttackedRecords:
+    """Which dataset records a cell attacked, as rows of the loaded dataset (``Dataset.x``).
+
+    ``index`` (n,): each D_atk record's row, in the order the attack scored them (the order of
+    ``scores.npz``: members, then non-members); ``is_member`` (n,) bool; ``train_index`` (m,):
+    the rows of the cell's D_train after the ``max_train`` cap (where the members come from; the
+    report's class-latent samples read it).
+    """
+
+    index: np.ndarray
+    is_member: np.ndarray
+    train_index: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("index", "train_index"):
+            value = getattr(self, name)
+            if value.ndim != 1 or value.dtype.kind not in "iu" or (value < 0).any():
+                raise ValueError(
+                    f"{name} must be a 1-d array of non-negative integers, got "
+                    f"{value.dtype} {value.shape}"
+                )
+        if self.is_member.dtype != np.bool_ or self.is_member.shape != self.index.shape:
+            raise ValueError(
+                f"is_member must be bool of index's shape {self.index.shape}, got "
+                f"{self.is_member.dtype} {self.is_member.shape}"
+            )
+
+
+def write_attack_set(cell_dir: Path, records: AttackedRecords) -> None:
+    """``cell_dir/attack_set.npz``: index (int64), is_member (bool), train_index (int64) and
+    schema_version, atomically."""
+    io.save_npz(
+        Path(cell_dir) / ATTACK_SET_FILE,
+        {
+            "index": records.index.astype(np.int64),
+            "is_member": records.is_member,
+            "train_index": records.train_index.astype(np.int64),
+        },
+    )
+
+
+def read_attack_set(cell_dir: Path) -> AttackedRecords | None:
+    """A cell's attacked records; None where it has no ``attack_set.npz`` (a cell finished
+    before the records were saved), ValueError naming the file where it is damaged or foreign."""
+    path = Path(cell_dir) / ATTACK_SET_FILE
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{path} is unreadable ({exc})") from None
+    version = arrays.get("schema_version")
+    version = None if version is None else int(version)
+    if version != io.SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema_version {version}, this code reads {io.SCHEMA_VERSION}")
+    missing = sorted({"index", "is_member", "train_index"} - set(arrays))
+    if missing:
+        raise ValueError(f"{path} lacks {missing} (found {sorted(arrays)})")
+    try:
+        return AttackedRecords(arrays["index"], arrays["is_member"], arrays["train_index"])
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import platform
+import shlex
 import subprocess
 import time
 from collections.abc import Callable
@@ -41,11 +42,15 @@ __all__ = ["CELLS_DIR", "RUNS_CSV", "SweepResult", "build_cells", "run_sweep"]
 
 @dataclass(frozen=True)
 class SweepResult:
+    """What a sweep did; ``report``: the ``report.md`` it wrote, None where it wrote none
+    (``config.report`` False, or the report failed: a logged warning says why)."""
+
     out: Path
     csv_path: Path
     ran: int
     reused: int
     rows: pd.DataFrame
+    report: Path | None = None
 
 
 def code_version() -> str:
@@ -260,7 +265,9 @@ def run_sweep(
     command: str | None = None,
     cell_fn: Callable[..., CellComputed] | None = None,
 ) -> SweepResult:
-    """Run (or resume) every cell of ``config``; ``runs.csv`` is rebuilt after each cell.
+    """Run (or resume) every cell of ``config``; ``runs.csv`` is rebuilt after each cell, and at
+    the end the report is written into ``OUT/report`` (:func:`write_sweep_report`; not with
+    ``config.report`` False; a failing report is a warning, never a failed sweep).
 
     Refused before any work where ``config.out`` holds another run configuration
     (:func:`audit.results.claim_run`). Each cell is computed under its lock, so a concurrent
@@ -306,13 +313,43 @@ def run_sweep(
             ran, reused, failed = _run_remote(executor, jobs, pairs, bar, cell_fn)
         bar.close()
         csv_path, frame = results.write_csv(out)
+    report = write_sweep_report(out, data_home=config.data_home) if config.report else None
     if failed:
         names = ", ".join(f"{f.job.cell.config_hash} ({f.error})" for f in failed)
         raise SweepIncomplete(
             f"{len(failed)} cell(s) did not finish and were not recorded: {names}; "
             "rerun the same command to compute them"
         )
-    return SweepResult(out=out, csv_path=csv_path, ran=ran, reused=reused, rows=frame)
+    return SweepResult(
+        out=out, csv_path=csv_path, ran=ran, reused=reused, rows=frame, report=report
+    )
+
+
+def report_command(out: Path, data_home: Path | None = None) -> str:
+    """The command line that writes the report of ``out`` (what a sweep runs at its end)."""
+    extra = [] if data_home is None else ["--data-home", str(data_home)]
+    return shlex.join(["python", "benchmark.py", "report", str(out), *extra])
+
+
+def write_sweep_report(out: Path, *, data_home: Path | None = None) -> Path | None:
+    """Write ``out``'s report as ``benchmark.py report OUT`` does; the path of ``report.md``,
+    or None (with a warning naming the error and the command to rerun) where it fails.
+
+    The cells and ``runs.csv`` are written before, so a failing report (matplotlib missing, a
+    damaged cell the report cannot read) costs nothing but the report.
+    """
+    try:
+        from audit.report import write_report  # matplotlib: needed for the report only
+
+        return write_report(out, data_home=data_home).markdown
+    except Exception as exc:  # noqa: BLE001 - any failure: the finished sweep stands
+        log.warning(
+            "the sweep finished but its report failed (%s: %s); rerun it with: %s",
+            type(exc).__name__,
+            exc,
+            report_command(out, data_home),
+        )
+        return None
 
 
 def _run_local(

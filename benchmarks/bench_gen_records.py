@@ -6,7 +6,7 @@ trained on the first n of its generated records for each n.
                                          [--sizes 50 200 500 1000 2000] [--seed 0]
 
 The baseline cell of the profile (mech none) is trained once per dataset; for each n, D_gen is
-drawn as the sweep draws it (``audit.pipeline.gen_labels`` of n, labels in D_train's class
+drawn as the sweep draws it (``models.generation.gen_labels`` of n, labels in D_train's class
 shares, the cell's seed), so the sizes share the model and differ in n and the draws. The
 classifier settings, hold-out share and test set are the sweep's. Prints one
 row per (dataset, n): accuracy on the real D_test, the chance level and the classifier trained on
@@ -22,17 +22,11 @@ import torch
 from audit.config import CellConfig, MechanismName, ProfileName, profile_for
 from audit.datasets import dataset_modality, load_dataset, stratified_split
 from audit.mechanisms import Context, get_mechanism
-from audit.pipeline import (
-    GEN_HOLDOUT,
-    cell_data,
-    classifier_accuracy,
-    classifier_settings,
-    gen_labels,
-    generate,
-)
+from audit.pipeline import GEN_HOLDOUT, cell_data, classifier_accuracy, classifier_settings
 from core.progress import null_progress
 from core.seeding import Purpose, derive_seed
 from models.factory import model_family
+from models.generation import gen_labels, generate
 from models.training import holdout_split
 
 

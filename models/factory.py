@@ -10,30 +10,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import ClassVar
 
 from torch import nn
 
 from core.records import Modality, record_modality
 from models.classifier import SmallCNN
+from models.generation import Generation
 from models.har_cnn import HarCNN
 from models.lstm_vae import LstmVAE, fuse_lstms
 from models.perturbation import PerturbationLstmVAE, PerturbationVAE
 from models.vae import ConditionalConvVAE
-
-
-class Generation(str, Enum):
-    """How D_gen's latents are drawn for a label c.
-
-    PRIOR: z ~ N(0, I), decoded with c (the conditional conv VAE; paper 003, LFW).
-    CLASS_LATENT: z ~ q(z | x_j) for a training record x_j of class c drawn uniformly (paper
-    003, MotionSense: the multitask classifier clusters the latent space by class, so the prior
-    mixes classes).
-    """
-
-    PRIOR = "prior"
-    CLASS_LATENT = "class-latent"
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,7 @@ def test_unusable_out_is_refused_before_training(tmp_path, capsys):
 
 
 def test_report_out_that_is_a_file_is_one_line(tmp_path, capsys):
-    from tests.audit.test_report import synthetic_runs, write_runs
+    from tests.audit.report.synthetic import synthetic_runs, write_runs
 
     run_dir = tmp_path / "run"
     write_runs(run_dir, synthetic_runs())

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from audit.config import CellConfig, MechanismName
@@ -22,7 +23,11 @@ from models.vae import ConditionalConvVAE
 @dataclass(frozen=True)
 class CellData:
     """The real (unperturbed) splits of one cell as tensors: x (N, C, H, W) in [0, 1] or series
-    (N, T, F) in [-1, 1], y (N,); ``notes``: how the data were prepared, for every row."""
+    (N, T, F) in [-1, 1], y (N,); ``notes``: how the data were prepared, for every row.
+
+    ``train_index`` and ``test_index``: each record's row in the dataset (N,), so that a cell's
+    records can be found again without recomputing the split; None for data not cut from a
+    dataset (tests)."""
 
     train: Pair
     val: Pair
@@ -30,6 +35,8 @@ class CellData:
     num_classes: int
     n_total: int
     notes: Mapping[str, str] = field(default_factory=dict)
+    train_index: np.ndarray | None = None
+    test_index: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -14,7 +14,8 @@ import pytest
 from audit import results
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
 from audit.mechanisms import build_options
-from audit.report import load_runs, write_report
+from audit.report import write_report
+from audit.report.summaries import load_runs
 from audit.sweep import build_cells
 from benchmark import main
 from tests.audit.fakes import cell_config, write_cell
@@ -183,3 +184,38 @@ def test_restored_floats_round_trip_non_finite_numbers(tmp_path):
     write_cell(tmp_path, cell_config("none"), epsilon=math.inf)
     frame = results.collect_rows(tmp_path)
     assert frame["epsilon"].dtype.kind == "f" and math.isinf(frame["epsilon"].iloc[0])
+
+
+# ---- attack_set.npz: the attacked records' rows in the dataset ------------------------------
+
+
+def test_attack_set_round_trips_and_refuses_damaged_files(tmp_path):
+    import numpy as np
+
+    records = results.AttackedRecords(
+        index=np.array([7, 3, 9, 1]),
+        is_member=np.array([True, True, False, False]),
+        train_index=np.array([2, 3, 5, 7]),
+    )
+    assert results.read_attack_set(tmp_path) is None  # a cell from before: no file
+    results.write_attack_set(tmp_path, records)
+    back = results.read_attack_set(tmp_path)
+    for name in ("index", "is_member", "train_index"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(records, name))
+    assert back.index.dtype == np.int64 and back.is_member.dtype == np.bool_
+    assert not list(tmp_path.glob(".*.tmp"))
+
+    path = tmp_path / results.ATTACK_SET_FILE
+    np.savez(path, schema_version=2, index=records.index)
+    with pytest.raises(ValueError, match="schema_version 2"):
+        results.read_attack_set(tmp_path)
+    np.savez(path, schema_version=1, index=records.index)
+    with pytest.raises(ValueError, match=r"lacks \['is_member', 'train_index'\]"):
+        results.read_attack_set(tmp_path)
+    bad = {"index": np.array([-1, 2]), "is_member": np.array([True, False])}
+    np.savez(path, schema_version=1, train_index=np.arange(3), **bad)
+    with pytest.raises(ValueError, match="index must be a 1-d array of non-negative integers"):
+        results.read_attack_set(tmp_path)
+    path.write_bytes(b"torn")
+    with pytest.raises(ValueError, match="unreadable"):
+        results.read_attack_set(tmp_path)

@@ -55,6 +55,7 @@ def _config(out: Path, **kw) -> SweepConfig:
         seeds=(0,),
         out=out,
         progress=False,
+        report=False,  # the report's own test below writes it
     )
     return SweepConfig(**{**base, **kw})
 
@@ -203,7 +204,7 @@ def test_gen_records_sets_the_size_of_d_gen_not_d_train(tmp_path):
     gen_records, with D_train's class shares, and every row says if its baseline beat chance."""
     import torch
 
-    from audit.pipeline import gen_labels
+    from models.generation import gen_labels
 
     labels = gen_labels(torch.tensor([0] * 6 + [1] * 3 + [2]), 25, seed=0)
     assert len(labels) == 25 and torch.bincount(labels).tolist() == [15, 8, 2]  # 60/30/10 %
@@ -213,3 +214,48 @@ def test_gen_records_sets_the_size_of_d_gen_not_d_train(tmp_path):
     rows = run_sweep(_config(tmp_path, profile=replace(TINY, gen_records=40))).rows
     assert (rows.n_train == 30).all() and (rows.gen_records == 40).all()
     assert (rows.n_test > 0).all() and rows.utility_valid.dtype == bool
+
+
+def test_every_sweep_ends_with_its_report_unless_told_not_to(tmp_path, monkeypatch, caplog, capsys):
+    """The report comes after runs.csv; when it fails, the cells and runs.csv stand and a
+    warning names the error and the command that writes it; --no-report writes none."""
+    import audit.report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no matplotlib backend")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(audit.report, "write_report", broken)
+        failed = run_sweep(_config(tmp_path, report=True))
+    assert failed.report is None and not (tmp_path / "report").exists()
+    assert len(pd.read_csv(failed.csv_path)) == 2 and (failed.ran, failed.reused) == (1, 0)
+    warning = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert "RuntimeError: no matplotlib backend" in warning
+    assert f"python benchmark.py report {tmp_path}" in warning
+
+    argv = ["--dataset", "digits", "--profile", "quick", *TINY_ARGS, "--out", str(tmp_path)]
+    assert main([*argv, "--no-progress"]) == 0  # the cell is reused; the report is written
+    out = capsys.readouterr().out.strip().splitlines()
+    report = tmp_path / "report" / "report.md"
+    assert out[-1] == f"report: {report}" and report.is_file()
+    figures = {p.name for p in (tmp_path / "report").iterdir()}
+    for stem in ("attack_curves_mse", "reconstructions_none", "samples_none"):
+        assert {f"digits-quick-{stem}.png", f"digits-quick-{stem}.pdf"} <= figures
+    assert "attack_set.npz" not in report.read_text()  # the grid read the saved records
+    cell = next((tmp_path / "cells").iterdir())
+    assert (cell / "attack_set.npz").is_file()
+
+    (tmp_path / "report").rename(tmp_path / "old-report")
+    assert main([*argv, "--no-progress", "--no-report"]) == 0
+    assert not (tmp_path / "report").exists()
+    assert "report:" not in capsys.readouterr().out
+
+
+def test_the_report_switch_changes_no_cell():
+    from audit.sweep import build_cells
+
+    def hashes(report: bool) -> list[str]:
+        config = _config(Path("unused"), mechs=(MechanismName.CDP,), report=report)
+        return [cell.config_hash for cell, _ in build_cells(config, data_sha256="a" * 64)]
+
+    assert hashes(True) == hashes(False)

@@ -12,8 +12,8 @@ from opacus import GradSampleModule
 from opacus.layers import DPLSTM
 from torch import nn
 
-from audit.pipeline import generate
-from models.factory import Generation, SeriesModels
+from models.factory import SeriesModels
+from models.generation import Generation, generate
 from models.lstm_vae import (
     PAPER_HIDDEN,
     LossWeights,

@@ -15,13 +15,13 @@ from matplotlib.lines import Line2D
 
 from audit.check import calibrate, check_dir, write_thresholds
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
-from audit.report import _ordered, load_runs, write_report
-from audit.report_grids import grid_figures, load_model
+from audit.report import write_report
+from audit.report.grids import grid_figures, load_model
+from audit.report.summaries import load_runs, ordered
 from audit.sweep import run_sweep
 from benchmark import main
 from models.lstm_vae import has_dp_lstm
-
-from .datasets.fixtures import build_motionsense_fixture
+from tests.audit.datasets.fixtures import build_motionsense_fixture
 
 TINY = replace(
     PROFILES[ProfileName.QUICK],
@@ -51,6 +51,7 @@ def series_run(tmp_path_factory) -> tuple[Path, Path]:
                 grid=(1.0,),
                 progress=False,
                 window_stride=250,
+                report=False,  # the tests write it
             )
         )
     return root / "out", home
@@ -75,7 +76,7 @@ def test_series_report_draws_line_plots_not_image_grids(series_run):
     assert "MI AP (mse)" in text and "MI AP (ssim)" not in text  # series: MSE only
 
     frame = load_runs(run_dir)
-    figures = dict(grid_figures(run_dir, _ordered(frame), name="ms", data_home=home, skipped=[]))
+    figures = dict(grid_figures(run_dir, ordered(frame), name="ms", data_home=home, skipped=[]))
     recon = figures["reconstructions_ldp"]
     panels = [ax for ax in recon.axes if ax.get_visible() and ax.axison]
     assert len(panels) == 3 * 8  # original, none, ldp x 4 members + 4 non-members
@@ -88,7 +89,7 @@ def test_series_report_draws_line_plots_not_image_grids(series_run):
 
 def test_series_models_load_in_their_fast_implementation(series_run):
     from audit.datasets import load_dataset
-    from audit.report_grids import load_cell_config
+    from audit.results import load_cell_config
 
     run_dir, home = series_run
     dataset = load_dataset("motionsense", data_home=home, window_stride=250)

@@ -1,15 +1,19 @@
 """The report's reconstruction and generated-sample grids (paper 003, Figure 6), from the saved
-models ``cells/<hash>/{config.json, model.pt}`` of one seed.
+models and attacked records ``cells/<hash>/{config.json, model.pt, attack_set.npz}`` of one seed,
+read through :mod:`audit.results`; the records themselves come from the dataset
+(:mod:`audit.datasets`). Nothing of a cell is recomputed.
 
 Images are drawn as image grids (:func:`audit.plots.image_grid`), sensor series as line plots
 (:func:`audit.plots.series_grid`: one panel per record, one line per channel). Rows are the
 noise levels of one mechanism under the non-private baseline; columns are attacked members and
-non-members (unperturbed D_atk records of the cell, classes in turn) or generated samples per
-class. Generation follows the model family (:mod:`models.factory`): images decode z ~ N(0, I)
-with the label; series decode z ~ q(z|x) of a real D_train record of the class (the pipeline's
-class-specific sampling; under ldp and vae-ldp the pipeline drew from the perturbed records,
-which the report does not recompute). A cell whose inputs are missing or do not fit is left out
-with a note in ``skipped``.
+non-members (unperturbed D_atk records of the cell, as ``attack_set.npz`` names them, classes in
+turn) or generated samples per class. Generation follows the model family
+(:mod:`models.factory`, :mod:`models.generation`): images decode z ~ N(0, I) with the label;
+series decode z ~ q(z|x) of a real D_train record of the class (the pipeline's class-specific
+sampling; under ldp and vae-ldp the pipeline drew from the perturbed records, which the report
+does not recompute). A cell whose inputs are missing or do not fit is left out with a note in
+``skipped``; a cell finished before ``attack_set.npz`` existed is left out of the grids with a
+note to rerun it with ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -25,17 +29,17 @@ import torch
 from matplotlib.figure import Figure
 from torch import nn
 
-from audit import io
+from audit import results
 from audit.config import CellConfig, MechanismName
-from audit.datasets import Dataset, dataset_modality, load_dataset, stratified_split
-from audit.mechanisms import cell_from_canonical
-from audit.pipeline import attack_set, cell_data, generate
+from audit.datasets import Dataset, dataset_modality, load_dataset
 from audit.plots import image_grid, series_grid
-from audit.results import CELLS_DIR
+from audit.report.skips import skip
+from audit.results import AttackedRecords, load_cell_config
 from audit.stats import format_epsilon
 from core.records import Modality
 from core.seeding import Purpose, torch_generator
-from models.factory import Generation, model_family
+from models.factory import model_family
+from models.generation import Generation, generate
 from models.lstm_vae import without_dp_lstm_aliases
 from models.training import Pair
 
@@ -55,36 +59,13 @@ NONE = MechanismName.NONE.value
 GRID_KIND = {Modality.IMAGE: "image", Modality.SERIES: "series"}
 
 
-def _skip(skipped: list[str], message: str) -> None:
-    log.warning("%s", message)
-    skipped.append(message)
-
-
-def load_cell_config(cell_dir: Path) -> CellConfig:
-    """The CellConfig a cell directory was run with; its hash must name the directory."""
-    data = io.read_json(Path(cell_dir) / "config.json")
-    c = data["config"]
-    cell = cell_from_canonical(c)
-    if cell.config_hash != data["hash"] or Path(cell_dir).name != data["hash"]:
-        raise ValueError(
-            f"config.json of {cell_dir} hashes to {cell.config_hash}, not to its "
-            f"recorded hash {data['hash']} and directory name"
-        )
-    return cell
-
-
 def load_model(cell_dir: Path, cell: CellConfig, dataset: Dataset) -> nn.Module:
     """The cell's trained target VAE (the dataset's model family, in its fast implementation),
     in eval mode; RuntimeError if the weights do not fit."""
-    state = io.load_state(Path(cell_dir) / "model.pt")
-    if state.get("schema_version") != io.SCHEMA_VERSION:
-        raise ValueError(
-            f"model.pt schema_version {state.get('schema_version')!r}, this code "
-            f"reads {io.SCHEMA_VERSION}"
-        )
+    state = results.load_model_state(cell_dir)
     family = model_family(dataset.shape, dataset.num_classes)
     model = family.target_vae(latent_dim=cell.profile.latent_dim, per_example_gradients=False)
-    model.load_state_dict(without_dp_lstm_aliases(state["model"]))  # DPLSTM-era files too
+    model.load_state_dict(without_dp_lstm_aliases(state))  # DPLSTM-era files too
     return model.eval()
 
 
@@ -96,22 +77,35 @@ class GridCell:
     label: str
     model: nn.Module
     records: tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # x, y, is_member
-    train: Pair  # the cell's real (unperturbed, scaled) D_train: class-latent sampling
+    train_index: np.ndarray  # the dataset rows of the cell's D_train: class-latent sampling
+
+
+class NoAttackSet(ValueError):
+    """A cell finished before the pipeline saved its attacked records (``attack_set.npz``)."""
+
+
+def _rows(dataset: Dataset, index: np.ndarray) -> Pair:
+    """The dataset's records at rows ``index`` as the cell saw them: series with fixed channel
+    ranges are mapped to [-1, 1] record by record, as :func:`audit.pipeline.cell_data` does."""
+    scaler = dataset.channel_ranges
+    x = dataset.x[index] if scaler is None else scaler.transform(dataset.x[index])
+    return torch.from_numpy(x), torch.from_numpy(dataset.y[index])
 
 
 def _cell_records(
-    dataset: Dataset, cell: CellConfig, k: int
-) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], Pair]:
-    """(up to k members then k non-members of the cell's D_atk, unperturbed, classes in turn:
-    x, y, is_member), and the cell's real D_train."""
-    split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=cell.seed)
-    data = cell_data(dataset, split, cell)
-    atk = attack_set(data, cell)
-    y = atk.y.numpy()
-    idx = np.concatenate(
-        [_classes_in_turn(np.flatnonzero(m), y, k) for m in (atk.is_member, ~atk.is_member)]
+    dataset: Dataset, attacked: AttackedRecords, k: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Up to k members then k non-members of the cell's D_atk, unperturbed, classes in turn:
+    (x, y, is_member)."""
+    y = dataset.y[attacked.index]
+    pick = np.concatenate(
+        [
+            _classes_in_turn(np.flatnonzero(m), y, k)
+            for m in (attacked.is_member, ~attacked.is_member)
+        ]
     )
-    return (atk.x[idx], atk.y[idx], torch.from_numpy(atk.is_member[idx])), data.train
+    x, labels = _rows(dataset, attacked.index[pick])
+    return x, labels, torch.from_numpy(attacked.is_member[pick])
 
 
 def _classes_in_turn(idx: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
@@ -130,13 +124,25 @@ def _grid_cell(cell_dir: Path, row: pd.Series, dataset: Dataset) -> GridCell:
             f"config.json says {cell.dataset}/{cell.mech.value}/seed {cell.seed}, "
             f"runs.csv says {row['dataset']}/{row['mech']}/seed {row['seed']}"
         )
+    attacked = results.read_attack_set(cell_dir)
+    if attacked is None:
+        raise NoAttackSet(
+            "no attack_set.npz (the cell finished before attacked records were saved); "
+            "rerun it with --overwrite for its grid"
+        )
+    for index in (attacked.index, attacked.train_index):
+        if len(index) and index.max() >= len(dataset.y):
+            raise ValueError(
+                f"attack_set.npz names row {index.max()} of a dataset of {len(dataset.y)} records"
+            )
     label = (
         "non-private"
         if row["mech"] == NONE
         else (f"{row['param_label']}\n(ε={format_epsilon(row['epsilon'])})")
     )
-    records, train = _cell_records(dataset, cell, N_RECORDS)
-    return GridCell(row["mech"], label, load_model(cell_dir, cell, dataset), records, train)
+    model = load_model(cell_dir, cell, dataset)
+    records = _cell_records(dataset, attacked, N_RECORDS)
+    return GridCell(row["mech"], label, model, records, attacked.train_index)
 
 
 def _load_grid_cells(
@@ -145,12 +151,12 @@ def _load_grid_cells(
     kind = GRID_KIND[dataset.modality]
     cells: list[GridCell] = []
     for _, row in rows.iterrows():
-        cell_dir = Path(run_dir) / CELLS_DIR / row["config_hash"]
+        cell_dir = results.cell_path(run_dir, row["config_hash"])
         try:
             grid_cell = _grid_cell(cell_dir, row, dataset)
         except CELL_ERRORS as exc:
             reason = (str(exc).splitlines() or [type(exc).__name__])[0]
-            _skip(
+            skip(
                 skipped,
                 f"{name}: cell {row['config_hash']} left out of the {kind} grids: "
                 f"{type(exc).__name__}: {reason}",
@@ -159,7 +165,7 @@ def _load_grid_cells(
         if cells and not all(
             torch.equal(a, b) for a, b in zip(cells[0].records, grid_cell.records, strict=True)
         ):
-            _skip(
+            skip(
                 skipped,
                 f"{name}: cell {row['config_hash']} attacks other records than the "
                 f"first cell (different profile or window stride?); left out of the {kind} grids",
@@ -184,7 +190,7 @@ def _grid_dataset(
     (skipped) where its content is not the data the cells were trained on (``data_sha256``)."""
     for h in hashes:
         try:
-            cell = load_cell_config(Path(run_dir) / CELLS_DIR / h)
+            cell = load_cell_config(results.cell_path(run_dir, h))
         except CELL_ERRORS:
             continue  # that cell is reported when its grid row is loaded
         try:
@@ -192,13 +198,13 @@ def _grid_dataset(
                 cell.dataset, data_home=data_home, window_stride=cell.option("window_stride")
             )
         except (ValueError, OSError) as exc:
-            _skip(skipped, f"{name}: grids skipped, the dataset cannot be loaded: {exc}")
+            skip(skipped, f"{name}: grids skipped, the dataset cannot be loaded: {exc}")
             return None
         if cell.option("data_sha256") not in (None, dataset.content_hash):
-            _skip(skipped, f"{name}: grids skipped, the data changed since the cells were run")
+            skip(skipped, f"{name}: grids skipped, the data changed since the cells were run")
             return None
         return dataset
-    _skip(skipped, f"{name}: grids skipped, no cell has a readable config.json")
+    skip(skipped, f"{name}: grids skipped, no cell has a readable config.json")
     return None
 
 
@@ -210,12 +216,10 @@ def grid_figures(
     dataset and profile, in report order: baseline first); images or series as the records are."""
     seed, frame_dataset = int(rows["seed"].min()), rows["dataset"].iloc[0]
     rows = rows[rows["seed"] == seed].drop_duplicates("config_hash")
-    rows = rows[
-        [(Path(run_dir) / CELLS_DIR / h / "model.pt").is_file() for h in rows["config_hash"]]
-    ]
+    rows = rows[[results.has_model(results.cell_path(run_dir, h)) for h in rows["config_hash"]]]
     if rows.empty:
         kind = _kind(str(frame_dataset))
-        _skip(
+        skip(
             skipped,
             f"{name}: no cell directory with model.pt for seed {seed}; {kind} grids skipped",
         )
@@ -248,9 +252,9 @@ def _mech_grids(
     if dataset.modality is Modality.IMAGE:
         classes = torch.arange(dataset.num_classes)
     else:  # class-latent sampling needs a D_train record of each class drawn
-        classes = torch.unique(cells[0].train[1])
+        classes = torch.unique(torch.from_numpy(dataset.y[cells[0].train_index]))
     labels = classes[torch.arange(max(2 * N_RECORDS, len(classes))) % len(classes)]  # all classes
-    samples = [(c.label, _sample(c, labels, seed, dataset.modality)) for c in cells]
+    samples = [(c.label, _sample(c, labels, seed, dataset)) for c in cells]
     about = f"{name}: {mech}, seed {seed}"
     note = f"; {NOISE_NOTE[mech]}" if mech in NOISE_NOTE else ""
     draw = image_grid if dataset.modality is Modality.IMAGE else series_grid
@@ -294,13 +298,12 @@ def _reconstruct(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> np.ndarr
         return model.decode(mu, y).numpy()
 
 
-def _sample(cell: GridCell, labels: torch.Tensor, seed: int, modality: Modality) -> np.ndarray:
+def _sample(cell: GridCell, labels: torch.Tensor, seed: int, dataset: Dataset) -> np.ndarray:
     """Decoded latents, the same draws for every model of the same latent size: z ~ N(0, I)
     (images), or class-specific z ~ q(z|x) of the cell's real D_train (series)."""
-    if modality is Modality.SERIES:
-        x, _ = generate(
-            cell.model, labels, seed=seed, method=Generation.CLASS_LATENT, source=cell.train
-        )
+    if dataset.modality is Modality.SERIES:
+        train = _rows(dataset, cell.train_index)
+        x, _ = generate(cell.model, labels, seed=seed, method=Generation.CLASS_LATENT, source=train)
         return x.numpy()
     gen = torch_generator(seed, Purpose.GENERATE, "report")
     z = torch.randn(len(labels), cell.model.latent_dim, generator=gen)

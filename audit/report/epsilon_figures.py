@@ -1,0 +1,103 @@
+"""The report's figures against epsilon, from the setting summaries: classifier accuracy, attack
+MI AP and phi, with the baseline, real-data and chance levels as reference lines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from audit.plots import RefLine, accuracy_vs_epsilon, mi_ap_vs_epsilon, phi_bars
+from audit.report.skips import skip
+from audit.report.summaries import NONE
+
+ATTACK_CHANCE = 0.5
+
+
+def _acc_refs(settings: pd.DataFrame) -> list[RefLine]:
+    base = settings[settings["mech"] == NONE]
+    refs = []
+    if not base.empty:
+        b = base.iloc[0]
+        refs.append(RefLine(b["acc"], "non-private (none)", half_width=b["acc_hw"]))
+    refs.append(
+        RefLine(settings["acc_real"].mean(), "classifier trained on real data", "-.", "dimgray")
+    )
+    refs.append(
+        RefLine(settings["acc_base"].mean(), "chance (1 / #classes)", ":", "grey", show_value=False)
+    )
+    return refs
+
+
+def _mi_refs(distances: pd.DataFrame) -> dict[str, list[RefLine]]:
+    refs: dict[str, list[RefLine]] = {}
+    for distance, group in distances.groupby("distance"):
+        base = group[group["mech"] == NONE]
+        lines = []
+        if not base.empty:
+            b = base.iloc[0]
+            lines.append(RefLine(b["mi_ap"], "non-private (none)", half_width=b["mi_ap_hw"]))
+        lines.append(RefLine(ATTACK_CHANCE, "chance (0.5)", ":", "grey", show_value=False))
+        refs[str(distance)] = lines
+    return refs
+
+
+def _plottable(points: pd.DataFrame, what: str, skipped: list[str]) -> pd.DataFrame:
+    private = points[points["mech"] != NONE]
+    finite = private[np.isfinite(private["epsilon"].astype(float))]
+    if len(finite) < len(private):
+        skip(
+            skipped,
+            f"{what}: {len(private) - len(finite)} private setting(s) without a finite "
+            "epsilon are left out",
+        )
+    return finite
+
+
+def summary_figures(
+    settings: pd.DataFrame,
+    distances: pd.DataFrame,
+    *,
+    name: str,
+    skipped: list[str],
+    no_utility: str | None = None,
+) -> list[tuple[str, Figure]]:
+    """Accuracy vs epsilon, MI AP vs epsilon and phi of one dataset and profile; ``no_utility``
+    (:func:`utility_note`) says why there is no phi figure."""
+    figures: list[tuple[str, Figure]] = []
+    acc_points = _plottable(settings, "accuracy vs epsilon", skipped)
+    mi_points = _plottable(distances, "MI AP vs epsilon", skipped)
+    if acc_points.empty:
+        skip(
+            skipped,
+            f"{name}: no private run with a finite epsilon; the epsilon and phi "
+            "figures are skipped",
+        )
+        return figures
+    figures.append(
+        (
+            "accuracy_vs_epsilon",
+            accuracy_vs_epsilon(
+                acc_points, _acc_refs(settings), title=f"{name}: classifier accuracy vs ε"
+            ),
+        )
+    )
+    figures.append(
+        (
+            "mi_ap_vs_epsilon",
+            mi_ap_vs_epsilon(
+                mi_points, _mi_refs(distances), title=f"{name}: reconstruction attack MI AP vs ε"
+            ),
+        )
+    )
+    phi_points = distances[(distances["mech"] != NONE) & distances["phi"].notna()]
+    if no_utility is not None:
+        skip(skipped, f"{name}: phi figure skipped: {no_utility}")
+    elif phi_points.empty:
+        skip(
+            skipped,
+            f"{name}: phi is undefined for every private run (no baseline?); phi figure skipped",
+        )
+    else:
+        figures.append(("phi", phi_bars(phi_points, title=f"{name}: privacy-accuracy trade-off φ")))
+    return figures

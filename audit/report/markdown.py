@@ -1,0 +1,151 @@
+"""``report.md``: the main table, the sweet-spot table, how epsilon was computed, the figures and
+what was skipped, per dataset, profile and run configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from audit.report.summaries import NONE, SETTING
+from audit.stats import MeanInterval, format_epsilon
+
+
+def interval(row: pd.Series | dict, metric: str) -> MeanInterval:
+    return MeanInterval(float(row[metric]), float(row[f"{metric}_hw"]), int(row[f"{metric}_n"]))
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def cell(value: object) -> str:
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, headers)) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _eps(row: pd.Series | dict) -> str:
+    """Epsilon (:func:`format_epsilon`), with its interval only where it varies across seeds."""
+    eps = interval(row, "epsilon")
+    text = format_epsilon(eps.mean)
+    return f"{text} ± {eps.half_width:.3g}" if eps.half_width > 0 else text
+
+
+def _key(row: pd.Series) -> tuple:
+    """A setting's identity without the NaN parameter of the baseline (NaN != NaN in dicts)."""
+    return tuple(row[k] for k in SETTING if k != "param_value")
+
+
+def main_table(settings: pd.DataFrame, distances: pd.DataFrame) -> str:
+    """The main table: dataset, mech, param, epsilon, MI AP and phi per distance, acc, seeds."""
+    names = sorted(distances["distance"].unique())
+    by_key = {(_key(r), r["distance"]): r for _, r in distances.iterrows()}
+    headers = [
+        "dataset",
+        "mech",
+        "param",
+        "ε",
+        *[f"MI AP ({d})" for d in names],
+        "acc",
+        *[f"φ ({d})" for d in names],
+        "seeds",
+    ]
+    rows = []
+    for _, s in settings.iterrows():
+        per = [by_key.get((_key(s), d)) for d in names]
+        rows.append(
+            [
+                s["dataset"],
+                s["mech"],
+                s["param_label"],
+                _eps(s),
+                *[interval(p, "mi_ap").format() if p is not None else "n/a" for p in per],
+                interval(s, "acc").format(),
+                *[
+                    "–" if p is None or s["mech"] == NONE else interval(p, "phi").format()
+                    for p in per
+                ],
+                int(s["acc_n"]),
+            ]
+        )
+    return _md_table(headers, rows)
+
+
+def sweet_spot_table(spots: pd.DataFrame) -> str:
+    headers = ["MI AP limit", "mech", "best setting", "ε", "attack power (max MI AP)", "acc"]
+    rows = []
+    for _, r in spots.iterrows():
+        power = interval(r, "attack_power").format()
+        if r["qualifies"]:
+            rows.append(
+                [
+                    f"{r['limit']:g}",
+                    r["mech"],
+                    r["param_label"],
+                    _eps(r),
+                    power,
+                    interval(r, "acc").format(),
+                ]
+            )
+        else:
+            rows.append(
+                [
+                    f"{r['limit']:g}",
+                    r["mech"],
+                    "no setting qualifies",
+                    "–",
+                    f"weakest: {power} at {r['param_label']}",
+                    "–",
+                ]
+            )
+    return _md_table(headers, rows)
+
+
+def epsilon_methods(frame: pd.DataFrame) -> str:
+    cols = [c for c in ("mech", "epsilon_method", "accountant", "delta") if c in frame.columns]
+    rows = frame[cols].drop_duplicates().astype(str).values.tolist()
+    return _md_table(cols, rows)
+
+
+def render_markdown(
+    frame: pd.DataFrame,
+    sections: Sequence[tuple[str, str, str, list[Path]]],
+    *,
+    source: Path,
+    skipped: Sequence[str],
+    limits: Sequence[float],
+) -> str:
+    """report.md: header, then per dataset/profile its tables and figures, then what was skipped."""
+    seeds = sorted(frame["seed"].unique().tolist())
+    versions = sorted(frame["code_version"].astype(str).unique()) if "code_version" in frame else []
+    parts = [
+        "# Privacy audit report",
+        f"Source: `{source}`: {len(frame)} rows, seed(s) {seeds}"
+        + (f", code version(s) {', '.join(versions)}." if versions else "."),
+        "Values are the mean over seeds ± the half-width of the 95 % Student-t interval, "
+        "t(0.975, n-1)·s/√n over n seeds (plots cut it at the metric's range); a value from a "
+        "single seed is shown alone. Two seeds give t = 12.7, so use three or more (t = 4.30) "
+        "for intervals that say something. ε of the non-private run is ∞.",
+    ]
+    for name, table, spots, figures in sections:
+        parts += [
+            f"## {name}",
+            "### Results",
+            table,
+            "`utility_valid` (runs.csv): the row's non-private baseline classifies above chance "
+            "by a one-sided exact binomial test at 1 % on the test-set size; φ is left empty "
+            "where it does not.",
+            "### Sweet spots",
+            "For each MI AP limit, the setting of each mechanism with the best accuracy whose "
+            "attack power (the largest MI AP over the distances, mean over seeds) is at most "
+            f"the limit (paper 003, Section 5.2); limits {', '.join(f'{x:g}' for x in limits)}."
+            " The baseline (none) is listed too: where it qualifies, no mechanism is needed.",
+            spots,
+            "### Figures",
+        ]
+        parts += [f"![{p.stem}]({p.name})" for p in figures if p.suffix == ".png"] or ["(none)"]
+    parts += ["## How ε was computed", epsilon_methods(frame)]
+    if skipped:
+        parts += ["## Skipped", "\n".join(f"- {s}" for s in skipped)]
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,195 @@
+"""A run's rows as the report reads them, and what it computes from them: sections per dataset,
+profile and run configuration, per-setting summaries over seeds, sweet spots, the utility check.
+
+A *setting* is a cell's config but its seed (:data:`SETTING`); every number is the mean over its
+seeds with the half-width of the 95 % Student-t interval (:mod:`audit.stats`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from audit import results
+from audit.check import param_label
+from audit.config import MechanismName
+from audit.stats import summarise
+
+log = logging.getLogger(__name__)
+
+MI_AP_LIMITS = (0.55, 0.6, 0.75)
+REQUIRED_COLUMNS = (
+    "dataset",
+    "mech",
+    "param_name",
+    "param_value",
+    "seed",
+    "distance",
+    "mi_ap",
+    "acc",
+    "acc_base",
+    "acc_real",
+    "epsilon",
+    "phi",
+    "config_hash",
+)
+SETTING = (
+    "dataset",
+    "profile",
+    "run_hash",
+    "mech",
+    "param_name",
+    "param_value",
+    "param_label",
+    "setting_hash",
+)
+_MECH_RANK = {m.value: i for i, m in enumerate(MechanismName)}
+NONE = MechanismName.NONE.value
+
+
+def load_runs(run_dir: Path) -> pd.DataFrame:
+    """A run's rows with the columns the report needs, plus ``param_label``; a missing profile
+    reads as ``'unspecified'``. Rows without a ``setting_hash`` (a bare runs.csv) get their
+    setting from the columns, and are refused where a setting repeats a (seed, distance): rows of
+    different configurations that nothing here can tell apart."""
+    frame = results.load_rows(run_dir, REQUIRED_COLUMNS)
+    if "profile" not in frame.columns:
+        frame["profile"] = np.nan
+    profile = frame["profile"].astype(object)
+    frame["profile"] = profile.where(profile.notna(), "unspecified").astype(str)
+    labels = zip(frame.mech, frame.param_name, frame.param_value, strict=True)
+    frame["param_label"] = [param_label(*x) for x in labels]
+    for column in ("run_hash", "setting_hash"):
+        if column not in frame.columns:
+            frame[column] = ""
+        frame[column] = frame[column].fillna("").astype(str)
+    repeated = frame.duplicated([*SETTING, "seed", "distance"]).sum()
+    if repeated:
+        raise ValueError(
+            f"{run_dir}: {repeated} row(s) repeat a (setting, seed, distance) and there are no "
+            "cell configs to tell their configurations apart; report the cells' directory "
+            "instead of a bare runs.csv"
+        )
+    return _label_options(frame, run_dir)
+
+
+def _label_options(frame: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
+    """Where one run configuration holds several settings of one (mech, parameter) (cells with
+    other mechanism options), append each one's options to its ``param_label``."""
+    keys = ["dataset", "profile", "run_hash", "mech", "param_label"]
+    clashes = frame.groupby(keys, dropna=False)["setting_hash"].transform("nunique") > 1
+    if not clashes.any():
+        return frame
+    configs = results.cell_configs(run_dir)
+    by_setting = {results.setting_hash(c): results.mech_settings(c) for c in configs.values()}
+    log.warning(
+        "%s holds settings that differ only in mechanism options; they are shown apart", run_dir
+    )
+    frame = frame.copy()
+    for i in frame.index[clashes]:
+        options = by_setting.get(frame.at[i, "setting_hash"], {})
+        text = ", ".join(f"{k}={v}" for k, v in sorted(options.items())) or "default options"
+        frame.at[i, "param_label"] = f"{frame.at[i, 'param_label']} [{text}]"
+    return frame
+
+
+def run_sections(frame: pd.DataFrame, run_dir: Path) -> list[tuple[str, str, pd.DataFrame]]:
+    """(title, file-name stem, rows) per dataset, profile and run configuration."""
+    sections = []
+    for (dataset, profile), group in frame.groupby(["dataset", "profile"], sort=True):
+        runs = sorted(group["run_hash"].unique())
+        if len(runs) == 1:
+            sections.append((f"{dataset}, profile {profile}", f"{dataset}-{profile}", group))
+            continue
+        log.warning(
+            "%s: %s profile %s holds %d run configurations; each gets its own section",
+            run_dir,
+            dataset,
+            profile,
+            len(runs),
+        )
+        settings = {
+            results.run_hash(c): results.run_settings(c)
+            for c in results.cell_configs(run_dir).values()
+        }
+        first = settings.get(runs[0], {})
+        for run in runs:
+            mine = settings.get(run, {})
+            diff = results.differences(first, mine) if run != runs[0] else []
+            what = "; ".join(diff) if diff else "the first"
+            title = f"{dataset}, profile {profile}, configuration {run[:8]} ({what})"
+            sections.append((title, f"{dataset}-{profile}-{run[:8]}", group[group.run_hash == run]))
+    return sections
+
+
+def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+    """Baseline first, then mechanisms in their declared order, each from least to most noise."""
+    rank = frame["mech"].map(_MECH_RANK).fillna(len(_MECH_RANK))
+    key = frame.assign(_rank=rank, _eps=-frame["epsilon"].astype(float))
+    return frame.loc[key.sort_values(["_rank", "mech", "_eps", "param_value"]).index]
+
+
+def per_seed(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, seed): acc, acc_real, acc_base, epsilon, and ``attack_power``, the
+    largest MI AP over the distances (NaN if any distance's MI AP is NaN)."""
+    grouped = frame.groupby([*SETTING, "seed"], dropna=False, sort=False)
+    out = grouped[["acc", "acc_real", "acc_base", "epsilon"]].mean()
+    out["attack_power"] = grouped["mi_ap"].agg(lambda s: s.max(skipna=False))
+    return out.reset_index()
+
+
+def setting_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per setting: mean and 95 % half-width over seeds of acc, epsilon, attack power."""
+    metrics = ("acc", "acc_real", "acc_base", "epsilon", "attack_power")
+    return ordered(summarise(per_seed(frame), SETTING, metrics)).reset_index(drop=True)
+
+
+def distance_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, distance): mean and 95 % half-width over seeds of MI AP, phi, eps."""
+    out = summarise(frame, [*SETTING, "distance"], ("mi_ap", "phi", "epsilon"))
+    return ordered(out).reset_index(drop=True)
+
+
+def sweet_spots(settings: pd.DataFrame, limits: Sequence[float] = MI_AP_LIMITS) -> pd.DataFrame:
+    """For each MI AP limit and mechanism, the setting with the best mean accuracy whose mean
+    attack power (max MI AP over distances) is at most the limit (paper 003, Section 5.2).
+
+
+    ``settings``: :func:`setting_summary` of one dataset and profile. Ties in accuracy go to the
+    weaker attack. A mechanism with no qualifying setting gets a row with ``qualifies`` False and
+    its weakest attack (``attack_power``) for context.
+    """
+    rows = []
+    for limit in limits:
+        for _, group in settings.groupby("mech", sort=False):
+            ok = group[(group["attack_power"] <= limit) & group["acc"].notna()]
+            if ok.empty:
+                best = group.sort_values("attack_power").iloc[0]
+                rows.append({**best.to_dict(), "limit": limit, "qualifies": False})
+            else:
+                best = ok.sort_values(["acc", "attack_power"], ascending=[False, True]).iloc[0]
+                rows.append({**best.to_dict(), "limit": limit, "qualifies": True})
+    return pd.DataFrame(rows)
+
+
+def utility_note(frame: pd.DataFrame) -> str | None:
+    """Why the accuracy axis of one dataset and profile measures nothing, or None where it does:
+    some row's non-private baseline is not above chance (``utility_valid``, a one-sided exact
+    binomial test at 1 % on the test-set size; :func:`audit.metrics.above_chance`)."""
+    if "utility_valid" not in frame or frame["utility_valid"].astype(bool).all():
+        return None  # valid, or a runs.csv from before the flag: nothing to judge by
+    base = frame[frame["mech"] == NONE]
+    n_test = base["n_test"].iloc[0] if "n_test" in base and not base.empty else math.nan
+    acc = base["acc"].mean() if not base.empty else math.nan
+    return (
+        f"the non-private baseline's accuracy ({acc:.3f}) is not above chance "
+        f"({frame['acc_base'].mean():.3f}) by a one-sided exact binomial test at 1 % on "
+        f"{n_test:g} test records (or the baseline or its n_test is missing), so the accuracy "
+        "axis measures nothing here: φ and the sweet spots are not computed. Raise "
+        "--gen-records or --epochs"
+    )

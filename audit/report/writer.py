@@ -1,0 +1,106 @@
+"""The report's entry point: read a run, compute its summaries, draw and save its figures, and
+write ``report.md`` (what ``benchmark.py report DIR`` and the end of every sweep call)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from audit import io
+from audit.plots import save_figure
+from audit.report.curves import curve_figures
+from audit.report.epsilon_figures import summary_figures
+from audit.report.grids import grid_figures
+from audit.report.markdown import main_table, render_markdown, sweet_spot_table
+from audit.report.summaries import (
+    MI_AP_LIMITS,
+    distance_summary,
+    load_runs,
+    ordered,
+    run_sections,
+    setting_summary,
+    sweet_spots,
+    utility_note,
+)
+
+log = logging.getLogger(__name__)
+
+REPORT_DIR = "report"
+REPORT_MD = "report.md"
+FORMATS = ("png", "pdf")
+
+
+@dataclass
+class Report:
+    """What ``write_report`` produced: the Markdown file, the figure files, and what it skipped."""
+
+    out_dir: Path
+    markdown: Path
+    figures: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def write_report(
+    run_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    formats: Sequence[str] = FORMATS,
+    limits: Sequence[float] = MI_AP_LIMITS,
+    data_home: Path | None = None,
+    images: bool = True,
+) -> Report:
+    """Write figures (each in every format) and ``report.md`` for the run in ``run_dir``.
+
+    ``out_dir`` defaults to ``run_dir/report``; ``data_home`` is where downloadable datasets live
+    (for the reconstruction and sample grids, which need the data); ``images=False`` skips the
+    grids.
+    """
+    if not formats:
+        raise ValueError("at least one figure format is needed, e.g. png")
+    bad = [x for x in limits if not 0 < x <= 1]
+    if bad or not limits:
+        raise ValueError(f"MI AP limits must lie in (0, 1], got {list(limits)}")
+    frame = load_runs(run_dir)
+    out = io.check_writable_dir(
+        Path(out_dir) if out_dir is not None else Path(run_dir) / REPORT_DIR
+    )
+    report = Report(out_dir=out, markdown=out / REPORT_MD)
+    sections = []
+    for name, stem_prefix, group in run_sections(frame, Path(run_dir)):
+        settings, distances = setting_summary(group), distance_summary(group)
+        no_utility = utility_note(group)
+        figures = summary_figures(
+            settings, distances, name=name, skipped=report.skipped, no_utility=no_utility
+        )
+        figures += curve_figures(run_dir, group, name=name, skipped=report.skipped)
+        if images:
+            figures += grid_figures(
+                run_dir, ordered(group), name=name, data_home=data_home, skipped=report.skipped
+            )
+        paths = []
+        for stem, fig in figures:
+            paths += save_figure(fig, out, f"{_slug(stem_prefix)}-{stem}", formats)
+        report.figures += paths
+        sections.append(
+            (
+                name,
+                main_table(settings, distances),
+                f"**Not computed:** {no_utility}."
+                if no_utility
+                else sweet_spot_table(sweet_spots(settings, limits)),
+                paths,
+            )
+        )
+    text = render_markdown(
+        frame, sections, source=Path(run_dir), skipped=report.skipped, limits=limits
+    )
+    io.write_text(report.markdown, text)
+    log.info("report written to %s (%d figure files)", report.markdown, len(report.figures))
+    return report

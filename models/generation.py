@@ -1,0 +1,108 @@
+"""Drawing D_gen from a trained target VAE: labels in D_train's class shares, then one decoded
+latent per label, from the prior or from the class's training records (paper 003, Section 4).
+
+The sweep draws D_gen here for the utility classifier, and the report its sample grids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import Enum
+
+import torch
+
+from core.seeding import Purpose, torch_generator
+from models.training import Pair
+
+
+class Generation(str, Enum):
+    """How D_gen's latents are drawn for a label c.
+
+    PRIOR: z ~ N(0, I), decoded with c (the conditional conv VAE; paper 003, LFW).
+    CLASS_LATENT: z ~ q(z | x_j) for a training record x_j of class c drawn uniformly (paper
+    003, MotionSense: the multitask classifier clusters the latent space by class, so the prior
+    mixes classes).
+    """
+
+    PRIOR = "prior"
+    CLASS_LATENT = "class-latent"
+
+
+def gen_labels(train_labels: torch.Tensor, n: int, *, seed: int) -> torch.Tensor:
+    """``n`` labels of D_gen with D_train's class shares (largest remainders), in seeded order.
+
+    Every class of D_train gets ``floor(n * share)`` labels plus one for the largest remainders,
+    so the counts are exact and do not vary with the seed; only the order is shuffled.
+    """
+    classes, counts = torch.unique(train_labels.cpu(), return_counts=True)
+    quota = counts.double() * n / counts.sum()
+    take = quota.floor().long()
+    for i in torch.argsort(-(quota - take))[: n - int(take.sum())]:
+        take[i] += 1
+    labels = torch.repeat_interleave(classes, take)
+    order = torch.randperm(n, generator=torch_generator(seed, Purpose.GENERATE, "labels"))
+    return labels[order]
+
+
+def generate(
+    model: torch.nn.Module,
+    labels: torch.Tensor,
+    *,
+    seed: int,
+    method: Generation = Generation.PRIOR,
+    source: Pair | None = None,
+    batch: int = 512,
+) -> Pair:
+    """D_gen: one decoded latent per label (labels follow D_train's distribution).
+
+    ``method``: PRIOR draws z ~ N(0, I); CLASS_LATENT draws z ~ q(z | x_j) for a record x_j of
+    ``source`` (the target's training data) of the label's class, chosen uniformly.
+    """
+    device = next(model.parameters()).device
+    gen = torch_generator(seed, Purpose.GENERATE)
+    if method is Generation.CLASS_LATENT:
+        if source is None:
+            raise ValueError("class-latent generation needs the target's training records")
+        draw = _class_latent_sampler(model, source, gen, batch=batch)
+    else:
+
+        def draw(y: torch.Tensor) -> torch.Tensor:
+            return torch.randn(len(y), model.latent_dim, generator=gen)
+
+    out = []
+    model.eval()
+    with torch.inference_mode():
+        for start in range(0, len(labels), batch):
+            y = labels[start : start + batch]
+            out.append(model.decode(draw(y).to(device), y.to(device)).cpu())
+    return torch.cat(out), labels.clone()
+
+
+def _class_latent_sampler(
+    model: torch.nn.Module, source: Pair, gen: torch.Generator, *, batch: int
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A function of labels (B,) returning z (B, d): mu + std * e of a uniformly drawn
+    ``source`` record of each label's class (paper 003's class-specific latent sampling)."""
+    device = next(model.parameters()).device
+    x_src, y_src = source
+    model.eval()
+    with torch.inference_mode():
+        stats = [
+            model.encode(x_src[s : s + batch].to(device), y_src[s : s + batch].to(device))
+            for s in range(0, len(x_src), batch)
+        ]
+    mu = torch.cat([m for m, _ in stats]).cpu()
+    std = torch.exp(0.5 * torch.cat([lv for _, lv in stats])).cpu()
+    members = {int(c): torch.nonzero(y_src == c).flatten() for c in torch.unique(y_src)}
+
+    def draw(y: torch.Tensor) -> torch.Tensor:
+        missing = sorted({int(c) for c in y} - set(members))
+        if missing:
+            raise ValueError(f"class-latent generation: no training record of class(es) {missing}")
+        pick = torch.empty(len(y), dtype=torch.long)
+        for c, idx in members.items():
+            where = torch.nonzero(y == c).flatten()
+            pick[where] = idx[torch.randint(len(idx), (len(where),), generator=gen)]
+        return mu[pick] + std[pick] * torch.randn(len(y), mu.shape[1], generator=gen)
+
+    return draw

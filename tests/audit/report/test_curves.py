@@ -1,0 +1,25 @@
+"""The report's attack curves on a common grid."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from audit.report.curves import CURVE_GRID, pr_on_grid, roc_on_grid
+
+
+def test_curves_on_the_grid_match_sklearn_at_their_knots():
+    """ROC interpolation passes through sklearn's points; interpolated precision is the best
+    precision at any recall >= r (the naive definition, evaluated point by point)."""
+    from sklearn.metrics import precision_recall_curve, roc_curve
+
+    rng = np.random.default_rng(1)
+    is_member = np.repeat([True, False], 25)
+    scores = rng.normal(size=50) + is_member
+    fpr, tpr, _ = roc_curve(is_member, scores)
+    grid_tpr = roc_on_grid(scores, is_member)
+    for f, t in zip(fpr, tpr, strict=True):
+        hits = np.isclose(CURVE_GRID, f)
+        assert not hits.any() or t <= grid_tpr[hits][0] + 1e-12
+    precision, recall, _ = precision_recall_curve(is_member, scores)
+    naive = [precision[recall >= r].max() for r in CURVE_GRID]
+    np.testing.assert_allclose(pr_on_grid(scores, is_member), naive)

@@ -1,0 +1,33 @@
+"""The report's summaries: sweet spots with a known answer, t-intervals over seeds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from audit.report.summaries import load_runs, setting_summary, sweet_spots
+from audit.stats import column_intervals, t_interval
+
+from .synthetic import EXPECTED_SPOTS, synthetic_runs, write_runs
+
+
+def test_sweet_spots_pick_the_most_accurate_setting_under_each_limit(tmp_path):
+    frame = load_runs(write_runs(tmp_path, synthetic_runs()))
+    spots = sweet_spots(setting_summary(frame), limits=tuple(EXPECTED_SPOTS))
+    got = {limit: {} for limit in EXPECTED_SPOTS}
+    for r in spots.itertuples():
+        got[r.limit][r.mech] = r.param_label if r.qualifies else None
+    assert got == EXPECTED_SPOTS
+
+
+def test_t_interval_edge_cases_and_vectorised_form():
+    assert t_interval([]).format() == "n/a"
+    assert t_interval([math.nan, 0.5, 0.7]).n == 2  # NaN (undefined phi) is ignored
+    assert t_interval([math.inf, math.inf]).format() == "∞"
+    samples = np.random.default_rng(0).random((4, 7))
+    mean, hw = column_intervals(samples)
+    for j in range(7):
+        ref = t_interval(samples[:, j])
+        assert (mean[j], hw[j]) == pytest.approx((ref.mean, ref.half_width))

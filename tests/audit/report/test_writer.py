@@ -1,0 +1,137 @@
+"""The report end to end: figures in every format, report.md's tables and intervals, what is
+skipped, and the command line's errors."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from audit.report import write_report
+from audit.report.summaries import load_runs, setting_summary
+from audit.stats import t_interval
+from benchmark import main
+
+from .synthetic import EXPECTED_SPOTS, synthetic_runs, write_runs, write_scores
+
+FIGURES = (
+    "accuracy_vs_epsilon",
+    "mi_ap_vs_epsilon",
+    "phi",
+    "attack_curves_mse",
+    "attack_curves_ssim",
+)
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory) -> Path:
+    """One full report of the synthetic sweep, through the CLI: 3 seeds, 4 mechanisms, scores in
+    every cell but ldp's, no model.pt anywhere."""
+    frame = synthetic_runs()
+    run_dir = write_runs(tmp_path_factory.mktemp("synthetic"), frame)
+    write_scores(run_dir, frame[frame.mech != "ldp"])
+    assert main(["report", str(run_dir)]) == 0
+    return run_dir
+
+
+def _markdown(run_dir: Path) -> str:
+    return (run_dir / "report" / "report.md").read_text()
+
+
+def test_report_writes_every_figure_in_both_formats_and_the_markdown(reported):
+    for stem in FIGURES:
+        for fmt in ("png", "pdf"):
+            path = reported / "report" / f"lfw-subset-quick-{stem}.{fmt}"
+            assert path.is_file() and path.stat().st_size > 1000, path
+    text = _markdown(reported)
+    assert "![lfw-subset-quick-mi_ap_vs_epsilon](lfw-subset-quick-mi_ap_vs_epsilon.png)" in text
+
+
+def test_missing_inputs_are_listed_not_silent(reported):
+    skipped = _markdown(reported).split("## Skipped")[1]
+    assert "6 of 24 cell(s) have no readable scores.npz" in skipped  # ldp's curves left out
+    assert "no cell directory with model.pt for seed 0; image grids skipped" in skipped
+    assert not list((reported / "report").glob("*reconstructions*"))
+
+
+def test_report_out_dir_and_format_options(tmp_path, capsys):
+    run_dir = write_runs(tmp_path / "run", synthetic_runs(seeds=(0,)))
+    argv = ["report", str(run_dir), "--out", str(tmp_path / "r"), "--format", "png"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert f"report written to {tmp_path / 'r' / 'report.md'}" in out
+    assert sorted(p.suffix for p in (tmp_path / "r").iterdir()) == [".md"] + [".png"] * 3
+    assert "WARNING audit.report" in err and "no cell holds scores.npz" in err  # logged
+
+
+def test_sweet_spot_table_in_the_markdown(reported):
+    section = _markdown(reported).split("### Sweet spots")[1].split("### Figures")[0]
+    lines = [line for line in section.splitlines() if line.startswith("| 0.")]
+    assert len(lines) == 12
+    for limit, per_mech in EXPECTED_SPOTS.items():
+        for mech, label in per_mech.items():
+            want = label if label is not None else "no setting qualifies"
+            assert any(line.startswith(f"| {limit:g} | {mech} | {want} |") for line in lines), (
+                limit,
+                mech,
+                want,
+            )
+
+
+def _by_hand(values: list[float]) -> tuple[float, float]:
+    """Mean and 95 % t half-width with scipy.stats.t directly."""
+    n = len(values)
+    return float(np.mean(values)), stats.t.ppf(0.975, n - 1) * np.std(values, ddof=1) / n**0.5
+
+
+def test_means_and_95pct_t_intervals_match_scipy(reported):
+    frame = synthetic_runs()
+    cdp = frame[(frame.mech == "cdp") & (frame.param_value == 1.0)]
+    acc_mean, acc_hw = _by_hand(cdp[cdp.distance == "mse"].acc.tolist())
+    mse_mean, mse_hw = _by_hand(cdp[cdp.distance == "mse"].mi_ap.tolist())
+    ssim_mean, ssim_hw = _by_hand(cdp[cdp.distance == "ssim"].mi_ap.tolist())
+    lines = _markdown(reported).splitlines()
+    row = next(line for line in lines if line.startswith("| lfw-subset | cdp | z=1 |"))
+    assert f"| {mse_mean:.3f} ± {mse_hw:.3f} | {ssim_mean:.3f} ± {ssim_hw:.3f} |" in row
+    assert f"| {acc_mean:.3f} ± {acc_hw:.3f} |" in row
+    assert acc_hw == pytest.approx(stats.t.ppf(0.975, 2) * 0.01 / 3**0.5)  # sd of (-.01, 0, .01)
+    summary = setting_summary(load_runs(reported)).set_index("param_label")
+    assert summary.loc["z=1", "acc"] == pytest.approx(acc_mean)
+    assert summary.loc["z=1", "acc_hw"] == pytest.approx(acc_hw)
+    assert summary.loc["z=1", "attack_power"] == pytest.approx(ssim_mean)  # max over distances
+
+
+def test_a_single_seed_shows_no_interval(tmp_path):
+    run_dir = write_runs(tmp_path, synthetic_runs(seeds=(0,)))
+    text = write_report(run_dir, formats=("png",), images=False).markdown.read_text()
+    assert "±" not in text.split("### Results")[1].split("### Sweet spots")[0]
+    assert math.isnan(t_interval([0.7]).half_width) and t_interval([0.7]).format() == "0.700"
+
+
+def test_bad_input_is_one_error_line(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    write_runs(tmp_path, synthetic_runs().drop(columns=["mi_ap"]))
+    assert main(["report", str(tmp_path)]) == 2
+    assert "lacks column(s) ['mi_ap']" in capsys.readouterr().err
+    assert main(["report", str(tmp_path), "--format", "gif"]) == 2
+
+
+def test_bad_limits_are_refused(tmp_path, capsys):
+    run_dir = write_runs(tmp_path, synthetic_runs())
+    assert main(["report", str(run_dir), "--limits", "0.6", "1.5", "--no-images"]) == 2
+    assert "MI AP limits must lie in (0, 1], got [0.6, 1.5]" in capsys.readouterr().err
+
+
+def test_a_baseline_at_chance_is_said_not_hidden(tmp_path):
+    """A baseline not above chance: no phi, no sweet spots, and the report says why."""
+    frame = synthetic_runs().assign(utility_valid=False, n_test=60, acc=0.5, phi=math.nan)
+    report = write_report(write_runs(tmp_path, frame), images=False, formats=("png",))
+    text = report.markdown.read_text()
+    assert "not above chance" in text and "binomial test" in text
+    assert "no setting qualifies" not in text and "none qualifies" not in text
+    assert not any(p.stem.endswith("phi") for p in report.figures)
+    assert any("phi figure skipped" in s and "not above chance" in s for s in report.skipped)
