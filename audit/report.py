@@ -28,8 +28,8 @@ from matplotlib.figure import Figure
 
 from attacks import precision_recall_curve, roc_curve
 from audit import io, results
-from audit.check import param_label
 from audit.config import MechanismName
+from audit.gate import param_label
 from audit.plots import (
     CurveBand,
     RefLine,
@@ -344,8 +344,10 @@ def summary_figures(
 def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(is_member (n,) bool, {distance: scores (n,)}) from a cell's ``scores.npz``.
 
-    The file holds ``is_member`` and one ``scores_<distance>`` array per distance (higher =
-    member), and optionally ``schema_version``; anything else raises a ValueError.
+    The file holds ``is_member`` and one ``scores_<attack>_<distance>`` array per attack result
+    (``scores_<distance>`` in cells written before: the reconstruction attack's; higher =
+    member), and optionally ``schema_version``; anything else raises a ValueError. The curves
+    are the reconstruction attack's, the one attack a sweep runs so far.
     """
     with np.load(path, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
@@ -357,7 +359,8 @@ def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     if "is_member" not in arrays:
         raise ValueError(f"{path}: no is_member array (found {sorted(arrays)})")
     is_member = arrays.pop("is_member")
-    scores = {k.removeprefix("scores_"): v for k, v in arrays.items() if k.startswith("scores_")}
+    keyed = {results.parse_scores_key(k): v for k, v in arrays.items() if k.startswith("scores_")}
+    scores = {d: v for (a, d, var), v in keyed.items() if (a, var) == ("reconstruction", "mean")}
     bad = [k for k, v in scores.items() if v.shape != is_member.shape]
     if is_member.dtype != np.bool_ or bad or not scores:
         shapes = {k: v.shape for k, v in arrays.items()}

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from attacks.threat import ReleaseKind
 from audit.config import CellConfig, MechanismName
 from audit.privacy.claim import PrivacyClaim
 from core.progress import ProgressFactory
@@ -59,7 +60,10 @@ class Mechanism(ABC):
     and ``default_grid``; the defaults of ``prepare`` and ``train`` are the non-private path.
     ``per_example_gradients``: whether ``train`` needs Opacus's per-example gradients of the
     target VAE (DP-Adam); without, the VAE is built in its fast implementation
-    (:meth:`models.factory.ModelFamily.target_vae`).
+    (:meth:`models.factory.ModelFamily.target_vae`). ``release``: what the mechanism publishes of
+    the trained VAE (:class:`~attacks.threat.ReleaseKind`), which decides the attacks its cells
+    run (:mod:`audit.attack_plan`). The default, the whole VAE, is what none, cdp, cdp-termwise,
+    ldp and vae-ldp release; a mechanism that publishes less (dp2vae: the decoder) overrides it.
     """
 
     name: ClassVar[MechanismName]
@@ -67,6 +71,7 @@ class Mechanism(ABC):
     default_grid: ClassVar[tuple[float, ...]]
     option_names: ClassVar[tuple[str, ...]] = ()
     per_example_gradients: ClassVar[bool] = False
+    release: ClassVar[ReleaseKind] = ReleaseKind.WHOLE_VAE
 
     def validate_value(self, value: float | None) -> None:
         if value is None or not math.isfinite(value) or value <= 0:
