@@ -6,6 +6,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from audit.gate import calibrate, load_thresholds
@@ -104,3 +105,14 @@ def test_calibration_names_the_sweep_commands_not_the_directories(tmp_path, caps
     assert str(run_dir) not in json.dumps(doc)
     given = calibrate([run_dir], source_commands=["python benchmark.py --seeds 1"])
     assert given["source_commands"] == ["python benchmark.py --seeds 1"]
+
+
+def test_calibration_writes_the_attack_of_each_entry(tmp_path):
+    frame = runs(seeds=(0,))
+    other = frame.assign(attack="monte-carlo", distance="pixel-l2")
+    both = write_runs(tmp_path / "a", pd.concat([frame, other], ignore_index=True))
+    doc = calibrate([both], source_commands=["cmd"])
+    keys = {(e["mech"], e["attack"], e["distance"]) for e in doc["entries"]}
+    assert ("cdp", "monte-carlo", "pixel-l2") in keys and ("cdp", "reconstruction", "mse") in keys
+    assert len(doc["entries"]) == 9  # 3 settings x (mse, ssim, pixel-l2)
+    assert load_thresholds(write_thresholds(tmp_path / "t.json", doc))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 
 import pandas as pd
 import pytest
 
+from audit import results
 from benchmark import main
+from tests.audit.fakes import cell_config, write_cell
 
 from .runs import THRESHOLDS, entry, run_check, runs, write_runs
 
@@ -111,3 +114,40 @@ def test_unreadable_files_are_errors(tmp_path, capsys):
     assert main(["check", "--thresholds", str(tmp_path / "none.json"), str(run_dir)]) == 2
     assert main(["check", "--thresholds", str(tmp_path / "bad.json")]) == 2
     assert main(["check", str(run_dir)]) == 2  # neither --thresholds nor --calibrate
+
+
+def _with_other_attack(frame: pd.DataFrame, mi_ap: float) -> pd.DataFrame:
+    """``frame``'s rows as the reconstruction attack's, plus the same rows as monte-carlo's."""
+    other = frame.assign(attack="monte-carlo", distance="pixel-l2", mi_ap=mi_ap)
+    return pd.concat([frame.assign(attack="reconstruction"), other], ignore_index=True)
+
+
+def test_thresholds_are_keyed_by_attack(tmp_path, capsys):
+    """An entry without ``attack`` (the committed file's) limits reconstruction rows only."""
+    frame = _with_other_attack(runs(), mi_ap=0.99)  # monte-carlo far above every limit
+    assert run_check(tmp_path, frame) == 0
+    out = capsys.readouterr().out
+    assert "OK: 12 rows checked" in out and "unchecked: 12 row(s)" in out
+    assert "seed 0 monte-carlo pixel-l2" in out
+    doc = copy.deepcopy(THRESHOLDS)
+    doc["entries"].append(entry(mech="cdp", attack="monte-carlo", max_mi_ap=0.9, min_acc=None))
+    assert run_check(tmp_path, frame, doc) == 1
+    violations = [line.split() for line in capsys.readouterr().out.splitlines()[1:5]]
+    assert [v[4:7] for v in violations] == [["monte-carlo", "pixel-l2", "max_mi_ap"]] * 4
+
+
+def test_an_entry_for_an_attack_the_cells_did_not_run_is_not_expected(tmp_path, capsys):
+    for mech, value in (("none", None), ("cdp", 1.0)):
+        write_cell(tmp_path / "run", cell_config(mech, value), mi_ap=0.55, acc=0.8)
+    results.claim_run(tmp_path / "run", [cell_config("none", None), cell_config("cdp", 1.0)])
+    doc = {
+        "schema_version": 1,
+        "entries": [
+            entry(dataset="digits", mech="cdp", max_mi_ap=0.6, min_acc=None),
+            entry(dataset="digits", mech="cdp", attack="monte-carlo", max_mi_ap=0.6),
+        ],
+    }
+    thresholds = tmp_path / "t.json"
+    thresholds.write_text(json.dumps(doc))
+    assert main(["check", "--thresholds", str(thresholds), str(tmp_path / "run")]) == 0
+    assert "note: threshold entries [1] match no row" in capsys.readouterr().out

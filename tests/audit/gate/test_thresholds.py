@@ -13,6 +13,8 @@ from benchmark import main
 
 from .runs import ROOT, entry, run_check, runs, write_runs
 
+THRESHOLDS_FILE = ROOT / "results" / "thresholds.json"
+
 
 def _with(**kw) -> dict:
     return {"schema_version": 1, "entries": [entry(**kw)]}
@@ -108,3 +110,13 @@ def test_the_committed_thresholds_have_no_floor_at_or_below_chance():
             assert t.min_acc_dropped or t.mech == "none"
         else:
             assert t.min_acc - t.tolerance > chance[t.dataset], t
+
+
+def test_an_entry_without_attack_means_reconstruction():
+    doc = {"schema_version": 1, "entries": [entry(), entry(attack="latent-search")]}
+    plain, latent = parse_thresholds(doc)
+    assert (plain.attack, latent.attack) == ("reconstruction", "latent-search")
+    assert "attack reconstruction distance any" in plain.describe()
+    assert all(t.attack == "reconstruction" for t in load_thresholds(THRESHOLDS_FILE))
+    with pytest.raises(ValueError, match=r"attack 'gan-leaks' is unknown; choose one of: domias"):
+        parse_thresholds({"schema_version": 1, "entries": [entry(attack="gan-leaks")]})
