@@ -57,6 +57,7 @@ def _positive_int_or_all(text: str) -> int | None:
 
 
 def build_run_parser() -> argparse.ArgumentParser:
+    from audit.attack_plan import SWEEP_ATTACKS
     from audit.config import PROFILES, SERIES_EPOCHS, MechanismName, ProfileName
     from audit.datasets import dataset_names
 
@@ -108,6 +109,16 @@ def build_run_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="motionsense: samples between the starts of consecutive 10 s windows of a "
         "recording (default 500: non-overlapping; 250: half overlap); recorded in every cell",
+    )
+    p.add_argument(
+        "--attack",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="attack(s) every cell runs, from the sweep's attack list ("
+        + ", ".join(SWEEP_ATTACKS)
+        + "); each must apply to what every selected mechanism releases "
+        "(default: every attack of the list each mechanism's release allows)",
     )
     p.add_argument(
         "--grid",
@@ -278,6 +289,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         executor=args.executor,
         ray=_ray_settings(args),
         report=args.report,
+        attacks=tuple(args.attack) if args.attack else None,
     )
 
 

@@ -4,6 +4,7 @@ from attacks.base import (
     Attack,
     AttackData,
     AttackResult,
+    AttackSettings,
     Measure,
     ProgressFn,
     ResultKey,
@@ -23,14 +24,16 @@ from attacks.metrics import (
 )
 from attacks.monte_carlo import MonteCarloAttack
 from attacks.reconstruction import ReconstructionAttack
-from attacks.registry import available_attacks, get_attack, register_attack
+from attacks.registry import available_attacks, build_attack, get_attack, register_attack
 from attacks.threat import (
     Capability,
     LatentDecoder,
     LatentGenerativeModel,
     Records,
     Release,
+    ReleaseKind,
     applicable,
+    released_capabilities,
     require,
 )
 from attacks.worst_case import WorstCase, held_out_worst_case
@@ -40,6 +43,7 @@ __all__ = [
     "AttackData",
     "AttackMetrics",
     "AttackResult",
+    "AttackSettings",
     "Capability",
     "Distance",
     "DomiasAttack",
@@ -55,6 +59,7 @@ __all__ = [
     "ReconstructionAttack",
     "Records",
     "Release",
+    "ReleaseKind",
     "ResultKey",
     "RocCurve",
     "Variant",
@@ -62,12 +67,14 @@ __all__ = [
     "applicable",
     "available_attacks",
     "available_distances",
+    "build_attack",
     "get_attack",
     "get_distance",
     "held_out_worst_case",
     "mse",
     "precision_recall_curve",
     "register_attack",
+    "released_capabilities",
     "require",
     "roc_curve",
     "ssim",

@@ -203,6 +203,28 @@ class AttackResult:
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttackSettings:
+    """The knobs a benchmark profile sets for every attack; each attack maps them onto its own
+    fields (:meth:`Attack.from_settings`) and keeps its defaults for the rest.
+
+    Attributes:
+        attack_samples: samples behind each score where an attack draws some (the reconstruction
+            attack's N latent samples per record, paper 003 Eq. 1), >= 1.
+        distances: the reconstruction distances that apply to the records' modality
+            (:func:`attacks.distances.distances_for`), non-empty, stored as a tuple.
+    """
+
+    attack_samples: int
+    distances: tuple[Distance, ...]
+
+    def __post_init__(self) -> None:
+        check_positive_ints(attack_samples=self.attack_samples)
+        if isinstance(self.distances, (str, Distance)) or not self.distances:
+            raise ValueError(f"distances must be a non-empty sequence, got {self.distances!r}")
+        object.__setattr__(self, "distances", tuple(Distance(d) for d in self.distances))
+
+
 class Attack(ABC):
     """A membership-inference attack: what it needs from a release, and how it scores D_atk.
 
@@ -210,6 +232,8 @@ class Attack(ABC):
     (``seed``, ``device`` and the attack's own knobs, all but ``seed`` with defaults), validated
     at construction. They declare ``needs`` (capabilities without which the attack cannot run)
     and ``uses`` (optional capabilities that add variants, e.g. calibration with reference models).
+    Every registered attack is built the same way from a profile's :class:`AttackSettings`
+    (:meth:`from_settings`, :func:`attacks.registry.build_attack`).
     """
 
     name: ClassVar[str]
@@ -218,6 +242,17 @@ class Attack(ABC):
     """Capabilities the release must provide (see :mod:`attacks.threat`)."""
     uses: ClassVar[frozenset[Capability]] = frozenset()
     """Capabilities read when present, adding variants; never required."""
+
+    @classmethod
+    def from_settings(
+        cls, settings: AttackSettings, *, seed: int, device: torch.device | str
+    ) -> Attack:
+        """This attack with ``seed`` and ``device``, its fields mapped from ``settings``.
+
+        The default reads none of ``settings`` (the attack's own defaults apply); an attack
+        whose fields a profile sets overrides it.
+        """
+        return cls(seed=seed, device=device)  # type: ignore[call-arg]  # dataclass subclasses
 
     def run_release(
         self,

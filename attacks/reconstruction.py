@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from attacks.base import Attack, AttackData, AttackResult, ProgressFn
+from attacks.base import Attack, AttackData, AttackResult, AttackSettings, ProgressFn
 from attacks.distances import Distance, get_distance
 from attacks.threat import Capability, LatentGenerativeModel, Release
 
@@ -117,6 +117,19 @@ class ReconstructionAttack(Attack):
             )
         object.__setattr__(self, "distances", distances)
         object.__setattr__(self, "device", torch.device(self.device))
+
+    @classmethod
+    def from_settings(
+        cls, settings: AttackSettings, *, seed: int, device: torch.device | str
+    ) -> ReconstructionAttack:
+        """N = ``settings.attack_samples`` latent samples per record, scored with every one of
+        ``settings.distances``."""
+        return cls(
+            seed=seed,
+            device=device,
+            n_samples=settings.attack_samples,
+            distances=settings.distances,
+        )
 
     @property
     def plan(self) -> ChunkPlan:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from attacks.base import Attack
+import torch
+
+from attacks.base import Attack, AttackSettings
 from attacks.domias import DomiasAttack
 from attacks.latent_search import LatentSearchAttack
 from attacks.likelihood import LikelihoodAttack
@@ -44,3 +46,11 @@ def register_attack(attack: type[Attack], *, overwrite: bool = False) -> None:
             f"({_ATTACKS[attack.name].__name__}); pass overwrite=True to replace it"
         )
     _ATTACKS[attack.name] = attack
+
+
+def build_attack(
+    name: str, *, seed: int, device: torch.device | str, settings: AttackSettings
+) -> Attack:
+    """The attack registered under ``name``, built from a profile's ``settings``
+    (:meth:`Attack.from_settings`); ``seed`` roots its randomness."""
+    return get_attack(name).from_settings(settings, seed=seed, device=device)

@@ -2,9 +2,11 @@
 
 A mechanism releases the whole VAE, the decoder only, or synthetic data D_gen only; the attacker
 may also hold reference records (drawn from the population, in neither D_train nor D_atk) and
-reference models trained on them. :class:`Release` holds what is available; an attack declares
-``needs`` (required) and ``uses`` (optional extras that add calibrated variants) as frozensets of
-:class:`Capability`, and :func:`applicable` / :func:`require` compare the two.
+reference models trained on them. A mechanism declares which of the three it publishes as a
+:class:`ReleaseKind` (:func:`released_capabilities` says what each gives); :class:`Release` holds
+what is available; an attack declares ``needs`` (required) and ``uses`` (optional extras that add
+calibrated variants) as frozensets of :class:`Capability`, and :func:`applicable` /
+:func:`require` compare the two.
 """
 
 from __future__ import annotations
@@ -29,6 +31,39 @@ class Capability(Enum):
     """Records from the population, in neither D_train nor D_atk."""
     REFERENCE_MODELS = "reference-models"
     """Models of the target's kind trained on reference records (calibration, offline LiRA)."""
+
+
+class ReleaseKind(Enum):
+    """What a mechanism publishes of the model it trained (paper 002 releases the decoder only)."""
+
+    WHOLE_VAE = "whole-vae"
+    """The trained VAE, encoder and decoder (cdp, cdp-termwise, ldp, vae-ldp, none)."""
+    DECODER_ONLY = "decoder-only"
+    """The decoder alone; the attacker can sample it, so D_gen comes with it (dp2vae)."""
+    SAMPLES_ONLY = "samples-only"
+    """Synthetic data D_gen alone (any mechanism, when a user publishes only generated data)."""
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this release gives the attacker (:func:`released_capabilities`)."""
+        return released_capabilities(self)
+
+
+_RELEASED: dict[ReleaseKind, frozenset[Capability]] = {
+    ReleaseKind.WHOLE_VAE: frozenset({Capability.ENCODER, Capability.DECODER, Capability.SAMPLES}),
+    ReleaseKind.DECODER_ONLY: frozenset({Capability.DECODER, Capability.SAMPLES}),
+    ReleaseKind.SAMPLES_ONLY: frozenset({Capability.SAMPLES}),
+}
+
+
+def released_capabilities(kind: ReleaseKind) -> frozenset[Capability]:
+    """The capabilities a release of ``kind`` gives: whole VAE -> encoder, decoder and samples;
+    decoder only -> decoder and samples (the attacker samples the decoder); samples only ->
+    samples. Reference records and models are the attacker's side knowledge, never released."""
+    if not isinstance(kind, ReleaseKind):
+        valid = ", ".join(k.value for k in ReleaseKind)
+        raise ValueError(f"release kind must be a ReleaseKind ({valid}), got {kind!r}")
+    return _RELEASED[kind]
 
 
 @runtime_checkable
@@ -170,6 +205,30 @@ class Release:
                 )
         object.__setattr__(self, "reference_models", models)
 
+    @classmethod
+    def of_kind(
+        cls,
+        kind: ReleaseKind,
+        *,
+        model: LatentGenerativeModel,
+        samples: Records | None,
+        reference: Records | None = None,
+        reference_models: tuple[LatentGenerativeModel, ...] = (),
+    ) -> Release:
+        """What a mechanism of release ``kind`` publishes of its trained ``model`` and D_gen
+        ``samples``, with the attacker's side knowledge (``reference``, ``reference_models``).
+
+        Its capabilities are ``released_capabilities(kind)`` plus the side knowledge given.
+        """
+        released_capabilities(kind)  # refuses anything but a ReleaseKind
+        if kind is ReleaseKind.WHOLE_VAE:
+            held: dict[str, object] = {"model": model}
+        elif kind is ReleaseKind.DECODER_ONLY:
+            held = {"decoder": model}
+        else:
+            held = {}
+        return cls(**held, samples=samples, reference=reference, reference_models=reference_models)
+
     @property
     def capabilities(self) -> frozenset[Capability]:
         """What this release provides."""
@@ -183,13 +242,14 @@ class Release:
         return frozenset(cap for cap, ok in present.items() if ok)
 
 
-def missing(attack: Threat, release: Release) -> frozenset[Capability]:
-    """The capabilities ``attack`` needs that ``release`` lacks (empty when it applies)."""
+def missing(attack: Threat, release: Release | ReleaseKind) -> frozenset[Capability]:
+    """The capabilities ``attack`` needs that ``release`` (a release, or a kind of release)
+    lacks; empty when it applies."""
     return frozenset(attack.needs - release.capabilities)
 
 
-def applicable(attack: Threat, release: Release) -> bool:
-    """Whether ``release`` provides everything ``attack`` needs."""
+def applicable(attack: Threat, release: Release | ReleaseKind) -> bool:
+    """Whether ``release`` (a release, or a kind of release) provides all ``attack`` needs."""
     return not missing(attack, release)
 
 

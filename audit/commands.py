@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit.check import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR
+from audit.gate import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR
 
 COMMANDS = ("report", "check")
 IMAGE_FORMATS = ("png", "pdf", "svg")
@@ -160,7 +160,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from audit.check import check_dir, format_violations
+    from audit.gate import check_dir, format_violations
 
     if args.dir is None:
         raise ValueError("check --thresholds FILE needs the sweep directory DIR")
@@ -193,7 +193,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from audit.check import calibrate, write_thresholds
+    from audit.gate import calibrate, write_thresholds
 
     if args.dir is not None:
         raise ValueError(

@@ -10,6 +10,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from audit.attack_plan import LEGACY_ATTACKS, check_requested
 from audit.datasets import check_dataset_name, resolve_window_stride
 from audit.executors import ExecutorName, RaySettings
 from audit.options import MechanismOptions
@@ -162,6 +163,8 @@ class CellConfig:
     ``options``: the run's (name, value) facts of :data:`RUN_OPTIONS`; ``mech_options``: the
     mechanism's typed options (None: all defaults). Both go into the hash as one ``options``
     mapping (run facts and the options set), as cells have always been hashed.
+    ``attacks``: the registered attacks the cell runs, in the sweep's order
+    (:func:`audit.attack_plan.plan_attacks`).
     """
 
     dataset: str
@@ -172,6 +175,7 @@ class CellConfig:
     profile: Profile
     options: tuple[tuple[str, Any], ...] = ()
     mech_options: MechanismOptions | None = None
+    attacks: tuple[str, ...] = LEGACY_ATTACKS
 
     def __post_init__(self) -> None:
         unknown = sorted({k for k, _ in self.options} - set(RUN_OPTIONS))
@@ -182,12 +186,24 @@ class CellConfig:
             )
 
     def canonical(self) -> dict[str, Any]:
+        """The cell's identity as plain JSON data (what :attr:`config_hash` digests).
+
+        Settings that did not exist when older cells ran are left out at the value those cells
+        had, so they keep their hashes: a None ``gen_records`` (|D_gen| = |D_train|) and the
+        attack list :data:`~audit.attack_plan.LEGACY_ATTACKS` (the reconstruction attack alone).
+        The mechanism's typed options join the run facts in one ``options`` mapping, as cells
+        have always been hashed.
+        """
         body = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "mech_options"}
         body["profile"] = asdict(self.profile)
         body["mech"] = self.mech.value
         body["options"] = {**dict(self.options), **self.mech_settings()}
         if body["profile"]["gen_records"] is None:  # the old rule; older cells keep their hash
             del body["profile"]["gen_records"]
+        if tuple(self.attacks) == LEGACY_ATTACKS:  # what every older cell ran
+            del body["attacks"]
+        else:
+            body["attacks"] = list(self.attacks)
         return body
 
     def mech_settings(self) -> dict[str, Any]:
@@ -213,6 +229,10 @@ class SweepConfig:
     ``window_stride`` (windowed datasets only, e.g. motionsense): samples between the starts of
     consecutive windows; None is the dataset's default. The effective stride is part of every
     cell's options (:meth:`data_options`), so it changes the cells' hashes.
+    ``attacks`` (``--attack``): the attacks every cell runs, registered names of the sweep's
+    attack list (:data:`audit.attack_plan.SWEEP_ATTACKS`), stored in the sweep's order; None runs
+    every attack of that list each mechanism's release allows. Whether the requested ones apply
+    to the selected mechanisms is checked with the cells (:func:`audit.sweep.build_cells`).
     """
 
     dataset: str
@@ -231,9 +251,12 @@ class SweepConfig:
     executor: ExecutorName = ExecutorName.LOCAL
     ray: RaySettings | None = None
     report: bool = True  # write OUT/report at the end (no cell's hash depends on it)
+    attacks: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         check_dataset_name(self.dataset)
+        if self.attacks is not None:
+            object.__setattr__(self, "attacks", check_requested(self.attacks))
         object.__setattr__(self, "executor", parse_enum(ExecutorName, self.executor, "executor"))
         if self.ray is not None and self.executor is not ExecutorName.RAY:
             raise ValueError(

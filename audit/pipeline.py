@@ -1,5 +1,6 @@
 """One grid cell end to end (paper 003, Figure 1): mechanism -> target VAE -> D_gen -> classifier
-accuracy, and the reconstruction attack on unperturbed members vs non-members."""
+accuracy, and every attack of the cell (:attr:`CellConfig.attacks`) against what the mechanism
+releases, on unperturbed members vs non-members."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks import AttackData, get_attack
-from attacks.distances import distances_for
+from attacks import AttackData, AttackResult, Records, Release, build_attack
 from audit import io
+from audit.attack_plan import attack_settings
 from audit.config import CellConfig
 from audit.datasets import Dataset, Split
 from audit.mechanisms import CellData, Context, get_mechanism
-from audit.results import AttackedRecords, write_attack_set
+from audit.results import AttackedRecords, scores_key, write_attack_set
+from audit.rows import Row
 from core.records import Modality
 from core.seeding import Purpose, derive_seed, numpy_rng
 from models.factory import model_family
@@ -63,7 +65,7 @@ def release_notes(notes: dict[str, Any]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class CellOutcome:
-    rows: list[dict[str, Any]]
+    rows: tuple[Row, ...]
     model_state: dict[str, torch.Tensor]
     history: dict[str, Any]
     scores: dict[str, np.ndarray]
@@ -188,9 +190,17 @@ def classifier_accuracy(
 
 
 def run_cell(
-    cell: CellConfig, data: CellData, ctx: Context, *, acc_real: float, code_version: str
+    cell: CellConfig,
+    data: CellData,
+    ctx: Context,
+    *,
+    acc_real: float,
+    code_version: str,
+    baseline_hash: str,
 ) -> CellOutcome:
-    """Run one cell; returns one row per distance, the target model's state and its history."""
+    """Run one cell; returns one row per result of each of its attacks (keyed by attack,
+    distance and variant), the target model's state and its history. ``baseline_hash``: the
+    config hash of the cell's non-private baseline, recorded in every row."""
     start = time.perf_counter()
     mech = get_mechanism(cell.mech)
     prepared = mech.prepare(cell, data, ctx)
@@ -230,15 +240,8 @@ def run_cell(
     )
 
     atk_data = attack_set(data, cell)
-    attack = get_attack("reconstruction")(
-        n_samples=cell.profile.attack_samples,
-        distances=distances_for(family.modality),
-        seed=derive_seed(cell.seed, Purpose.ATTACK),
-        device=ctx.device,
-    )
-    bar = ctx.progress(total=len(atk_data.is_member), desc="attack")
-    results = attack.run(model, atk_data, progress=bar.update)
-    bar.close()
+    release = Release.of_kind(mech.release, model=model, samples=released_samples(gen_x, gen_y))
+    results = run_attacks(cell, release, atk_data, ctx, modality=family.modality)
 
     wall = time.perf_counter() - start
     notes = {
@@ -248,7 +251,7 @@ def run_cell(
         **GENERATION_NOTES.get(family.generation, {}),
     }
     notes.update(release_notes(notes))
-    base = {
+    facts = {
         "dataset": cell.dataset,
         "mech": cell.mech.value,
         "param_name": cell.param_name,
@@ -264,7 +267,6 @@ def run_cell(
         "epsilon_method": claim.method,
         "accountant": claim.accountant,
         "privacy_notes": "; ".join(f"{k}={v}" for k, v in notes.items()),
-        "phi": math.nan,
         "epochs": cell.profile.epochs,
         "batch_size": cell.profile.batch_size,
         "lr": cell.profile.lr,
@@ -273,13 +275,13 @@ def run_cell(
         "n_attack": len(atk_data.is_member),
         "n_test": len(data.test[0]),
         "gen_records": len(gen_y),
-        "attack_samples": cell.profile.attack_samples,
         "clip_norm": math.nan if history.dp is None else history.dp.clip_norm,
         "wall_s": wall,
         "config_hash": cell.config_hash,
         "code_version": code_version,
+        "baseline_hash": baseline_hash,
     }
-    rows = [{**base, "distance": d.value, **results[d].to_row()} for d in results]
+    rows = tuple(Row(**facts, **result.to_row()) for result in results)
     hist = {
         "train_loss": history.train_loss,
         "val_loss": history.val_loss,
@@ -288,7 +290,7 @@ def run_cell(
         "loss_train_real": loss_train,
         "loss_test_real": loss_test,
     }
-    scores = {f"scores_{d.value}": results[d].scores for d in results}
+    scores = {scores_key(r.attack, r.distance.value, r.variant.value): r.scores for r in results}
     scores["is_member"] = atk_data.is_member
     return CellOutcome(
         rows=rows,
@@ -306,6 +308,32 @@ def _plain(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
+def released_samples(gen_x: torch.Tensor, gen_y: torch.Tensor) -> Records | None:
+    """D_gen as the attacker holds it; None (with a warning) where the decoder produced NaN or
+    infinite values, which no attack can compare (attacks needing samples then do not apply)."""
+    if not bool(torch.isfinite(gen_x).all()):
+        log.warning("D_gen holds NaN or infinite values; it is not released to the attacks")
+        return None
+    return Records(gen_x, gen_y)
+
+
+def run_attacks(
+    cell: CellConfig, release: Release, data: AttackData, ctx: Context, *, modality: Modality
+) -> list[AttackResult]:
+    """Every attack of ``cell`` on ``release``, each built by name from the profile's settings
+    and seeded from the cell's attack seed; results in the cell's attack order, then each
+    attack's own."""
+    settings = attack_settings(attack_samples=cell.profile.attack_samples, modality=modality)
+    seed = derive_seed(cell.seed, Purpose.ATTACK)
+    results: list[AttackResult] = []
+    for name in cell.attacks:
+        attack = build_attack(name, seed=seed, device=ctx.device, settings=settings)
+        bar = ctx.progress(total=data.n_records, desc=f"attack: {name}")
+        results.extend(attack.run_release(release, data, progress=bar.update).values())
+        bar.close()
+    return results
+
+
 def save_outcome(cell_dir: Path, cell: CellConfig, outcome: CellOutcome, metadata: dict) -> None:
     """Write the cell's files; ``rows.json`` goes last and marks the cell finished."""
     io.write_json(cell_dir / "config.json", {"config": cell.canonical(), "hash": cell.config_hash})
@@ -315,4 +343,4 @@ def save_outcome(cell_dir: Path, cell: CellConfig, outcome: CellOutcome, metadat
     io.save_npz(cell_dir / "scores.npz", outcome.scores)
     if outcome.attacked is not None:
         write_attack_set(cell_dir, outcome.attacked)
-    io.write_json(cell_dir / "rows.json", {"rows": outcome.rows})
+    io.write_json(cell_dir / "rows.json", {"rows": [row.to_dict() for row in outcome.rows]})

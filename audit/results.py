@@ -41,7 +41,13 @@ from audit import io
 from audit.config import CellConfig
 from audit.mechanisms import cell_from_canonical
 from audit.metrics import above_chance, phi_score
-from audit.rows import COLUMNS
+from audit.rows import (
+    COLLECTED_COLUMNS,
+    COLUMNS,
+    LEGACY_ATTACK,
+    LEGACY_VARIANT,
+    RESULT_KEY,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +61,8 @@ RUN_OPTIONS = frozenset({"profile_name", "window_stride", "data_sha256"})
 GRID_OPTIONS = frozenset({"target_epsilon"})
 #: What ``io`` names its temporary files: mkstemp's ``.NAME.XXXXXXXX.tmp``.
 TEMP_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
-SORT_KEYS = ["dataset", "mech", "param_value", "seed", "distance"]
+SORT_KEYS = ["dataset", "mech", "param_value", "seed", *RESULT_KEY]
+SCORES_PREFIX = "scores_"
 
 
 # ---- locks ----------------------------------------------------------------------------------
@@ -182,7 +189,10 @@ def manifest_of(configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for config in configs:
         mechs[config["mech"]] = mech_settings(config)
     cells = {
-        _cell_hash(c): {k: c[k] for k in ("mech", "param_name", "param_value", "seed")}
+        _cell_hash(c): {
+            **{k: c[k] for k in ("mech", "param_name", "param_value", "seed")},
+            "attacks": list(c.get("attacks", [LEGACY_ATTACK])),
+        }
         for c in configs
     }
     return {"settings": run_settings(configs[0]), "mechs": mechs, "cells": cells}
@@ -249,7 +259,9 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
 
 def planned_cells(run_dir: Path) -> list[dict[str, Any]] | None:
     """The cells every sweep into ``run_dir`` planned, each with ``dataset`` and ``profile``
-    added; None for a directory without a manifest (older code, or runs.csv alone)."""
+    added, and ``attacks`` (the attacks it runs; absent from manifests written before cells
+    listed them, whose cells ran the reconstruction attack); None for a directory without a
+    manifest (older code, or runs.csv alone)."""
     if not (Path(run_dir) / MANIFEST).exists():
         return None
     manifest = read_manifest(run_dir)
@@ -310,9 +322,51 @@ def cell_configs(run_dir: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
+def scores_key(attack: str, distance: str, variant: str = LEGACY_VARIANT) -> str:
+    """The key of one result's scores in a cell's ``scores.npz``: ``scores_<attack>_<distance>``,
+    with ``_<variant>`` appended for any variant but ``mean`` (the reconstruction attack's)."""
+    parts = (attack, distance) if variant == LEGACY_VARIANT else (attack, distance, variant)
+    bad = [part for part in parts if not part or "_" in part]
+    if bad:
+        raise ValueError(f"score keys need names without '_', got {bad}")
+    return SCORES_PREFIX + "_".join(parts)
+
+
+def parse_scores_key(key: str) -> tuple[str, str, str]:
+    """(attack, distance, variant) of a ``scores.npz`` key written by :func:`scores_key`, or by
+    older cells as ``scores_<distance>`` (the reconstruction attack's, variant ``mean``)."""
+    if not key.startswith(SCORES_PREFIX):
+        raise ValueError(f"{key!r} is not a scores key (scores_<attack>_<distance>)")
+    parts = key.removeprefix(SCORES_PREFIX).split("_")
+    if len(parts) == 1:
+        return LEGACY_ATTACK, parts[0], LEGACY_VARIANT
+    if len(parts) == 2:
+        return parts[0], parts[1], LEGACY_VARIANT
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    raise ValueError(f"{key!r} is not a scores key (scores_<attack>_<distance>[_<variant>])")
+
+
+def fill_legacy_keys(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before rows named their attack (or variant) get ``attack`` reconstruction
+    and ``variant`` mean (:data:`~audit.rows.LEGACY_ATTACK`), so old runs resume and report."""
+    if frame.empty:
+        return frame
+    if "attack" not in frame:
+        frame["attack"] = LEGACY_ATTACK
+    frame["attack"] = frame["attack"].astype(object).where(frame["attack"].notna(), LEGACY_ATTACK)
+    if "variant" not in frame:
+        frame["variant"] = None
+    legacy = frame["variant"].isna() & (frame["attack"] == LEGACY_ATTACK)
+    frame["variant"] = frame["variant"].astype(object).where(~legacy, LEGACY_VARIANT)
+    return frame
+
+
 def collect_rows(out: Path) -> pd.DataFrame:
     """Every finished cell's rows under ``out``, with ``run_hash`` and ``setting_hash`` from its
-    config and phi filled against its baseline; damaged cells are skipped with a warning."""
+    config and phi filled against its baseline; damaged cells are skipped with a warning. Rows
+    of cells written before rows named their attack read as the reconstruction attack's
+    (:func:`fill_legacy_keys`)."""
     rows: list[dict[str, Any]] = []
     for cell_dir in sorted((Path(out) / CELLS_DIR).glob("*/")):
         found = cell_rows(cell_dir)
@@ -324,9 +378,9 @@ def collect_rows(out: Path) -> pd.DataFrame:
             continue
         keys = {"run_hash": run_hash(config), "setting_hash": setting_hash(config)}
         rows.extend({**row, **keys} for row in found)
-    frame = _restore_floats(pd.DataFrame(rows))
+    frame = fill_legacy_keys(_restore_floats(pd.DataFrame(rows)))
     if frame.empty:
-        return pd.DataFrame(columns=[*COLUMNS, "run_hash", "setting_hash"])
+        return pd.DataFrame(columns=[*COLUMNS, *COLLECTED_COLUMNS])
     frame["utility_valid"] = [_utility_valid(frame, row) for row in frame.itertuples(index=False)]
     frame["phi"] = [
         _phi(frame, row) if row.utility_valid else math.nan for row in frame.itertuples(index=False)
@@ -354,7 +408,12 @@ def _restore_floats(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _baseline(frame: pd.DataFrame, row: Any) -> pd.DataFrame:
-    return frame[(frame.config_hash == row.baseline_hash) & (frame.distance == row.distance)]
+    """The rows of ``row``'s baseline cell with the same attack result (attack, distance,
+    variant): phi compares an attack with itself on the non-private model."""
+    same = frame.config_hash == row.baseline_hash
+    for column in RESULT_KEY:
+        same &= frame[column] == getattr(row, column)
+    return frame[same]
 
 
 def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
@@ -370,7 +429,7 @@ def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
 def _phi(frame: pd.DataFrame, row: Any) -> float:
     if row.mech == NONE:
         return math.nan
-    base = frame[(frame.config_hash == row.baseline_hash) & (frame.distance == row.distance)]
+    base = _baseline(frame, row)
     if base.empty:
         return math.nan
     b = base.iloc[0]
@@ -406,6 +465,7 @@ def load_rows(run_dir: Path, required: Sequence[str]) -> pd.DataFrame:
             f"{str(run_dir)!r} holds neither cells/ nor runs.csv; run a sweep with "
             f"--out {run_dir} first"
         )
+    frame = fill_legacy_keys(frame)
     missing = [c for c in required if c not in frame.columns]
     if missing:
         raise ValueError(f"{source} lacks column(s) {missing}; is it a run of this benchmark?")
@@ -474,7 +534,9 @@ def load_model_state(cell_dir: Path) -> dict[str, Any]:
 def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(is_member (n,) bool, {distance: scores (n,)}) from a cell's ``scores.npz``.
 
-    The file holds ``is_member`` and one ``scores_<distance>`` array per distance (higher =
+    The file holds ``is_member`` and one ``scores_<attack>_<distance>`` array per attack result
+    (``scores_<distance>`` in cells written before: the reconstruction attack's; the curves are
+    the reconstruction attack's, higher =
     member), and optionally ``schema_version``; anything else raises a ValueError.
     """
     with np.load(path, allow_pickle=False) as data:
@@ -487,7 +549,8 @@ def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     if "is_member" not in arrays:
         raise ValueError(f"{path}: no is_member array (found {sorted(arrays)})")
     is_member = arrays.pop("is_member")
-    scores = {k.removeprefix("scores_"): v for k, v in arrays.items() if k.startswith("scores_")}
+    keyed = {parse_scores_key(k): v for k, v in arrays.items() if k.startswith("scores_")}
+    scores = {d: v for (a, d, var), v in keyed.items() if (a, var) == ("reconstruction", "mean")}
     bad = [k for k, v in scores.items() if v.shape != is_member.shape]
     if is_member.dtype != np.bool_ or bad or not scores:
         shapes = {k: v.shape for k, v in arrays.items()}

@@ -1,41 +1,121 @@
-"""The columns of ``runs.csv``: one row per (dataset, mechanism, parameter, seed, distance)."""
+"""One row of ``runs.csv``: one (dataset, mechanism, parameter, seed, attack, distance, variant).
+
+:class:`Row` is the record the pipeline builds for each result of each attack of a cell; its
+fields, in order, are the CSV's columns (:data:`COLUMNS`), so no module lists them by hand.
+"""
 
 from __future__ import annotations
 
-COLUMNS: tuple[str, ...] = (
-    "dataset",
-    "mech",
-    "param_name",
-    "param_value",
-    "seed",
-    "distance",
-    "profile",
-    "mi_ap",
-    "mi_auc",
-    "tpr_at_fpr_1pct",
-    "tpr_at_fpr_01pct",
-    "acc",
-    "acc_base",
-    "acc_real",
-    "utility_valid",
-    "n_test",
-    "gen_records",
-    "train_test_gap",
-    "epsilon",
-    "delta",
-    "epsilon_method",
-    "accountant",
-    "privacy_notes",
-    "phi",
-    "epochs",
-    "batch_size",
-    "lr",
-    "latent_dim",
-    "n_train",
-    "n_attack",
-    "attack_samples",
-    "clip_norm",
-    "wall_s",
-    "config_hash",
-    "code_version",
-)
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    """A cell's measurements under one attack result, with the cell's configuration and claim.
+
+    Attributes (the columns of ``runs.csv``, in this order; "cell" = the same for every row of
+    the cell):
+        dataset, mech, param_name, param_value, seed: the cell's grid point (param_value NaN for
+            the baseline ``none``).
+        attack: the attack's registry name (``reconstruction``).
+        distance: what the attack compared (:class:`attacks.distances.Distance` or
+            :class:`attacks.base.Measure` value, e.g. ``mse``).
+        variant: how the scores were formed (:class:`attacks.base.Variant` value; ``mean`` for
+            the reconstruction attack).
+        profile: the profile's name.
+        mi_ap, mi_auc, tpr_at_fpr_1pct, tpr_at_fpr_01pct: the attack's metrics
+            (:class:`attacks.metrics.AttackMetrics`).
+        acc: the target classifier's accuracy on real D_test, trained on D_gen; acc_base
+            1 / #classes; acc_real: the same classifier trained on real D_train.
+        utility_valid: whether the baseline's accuracy is above chance; filled when results are
+            collected (:func:`audit.results.collect_rows`), None in the cell's own rows.
+        n_test, gen_records: |D_test| and |D_gen|.
+        train_test_gap: the target VAE's loss on real D_test minus on real D_train.
+        epsilon, delta, epsilon_method, accountant: the privacy claimed, and how.
+        privacy_notes: ``key=value`` notes joined by ``"; "``, including what is released
+            outside the accounting.
+        phi: paper 003's trade-off score against the baseline; filled when results are
+            collected, NaN in the cell's own rows.
+        epochs, batch_size, lr, latent_dim: the target VAE's training settings.
+        n_train, n_attack: |D_train| (after the cap) and |D_atk|.
+        attack_samples: samples behind each score (the reconstruction attack's N).
+        clip_norm: the DP clip norm (NaN where none), wall_s: the cell's seconds.
+        config_hash, code_version: the cell's identity and the code that ran it.
+        attack_members, attack_nonmembers: D_atk's members and non-members.
+        baseline_hash: the config hash of the cell's non-private baseline (phi's reference).
+    """
+
+    dataset: str
+    mech: str
+    param_name: str
+    param_value: float
+    seed: int
+    attack: str
+    distance: str
+    variant: str
+    profile: str
+    mi_ap: float
+    mi_auc: float
+    tpr_at_fpr_1pct: float
+    tpr_at_fpr_01pct: float
+    acc: float
+    acc_base: float
+    acc_real: float
+    utility_valid: bool | None = None
+    n_test: int
+    gen_records: int
+    train_test_gap: float
+    epsilon: float
+    delta: float
+    epsilon_method: str
+    accountant: str
+    privacy_notes: str
+    phi: float = math.nan
+    epochs: int
+    batch_size: int
+    lr: float
+    latent_dim: int
+    n_train: int
+    n_attack: int
+    attack_samples: int
+    clip_norm: float
+    wall_s: float
+    config_hash: str
+    code_version: str
+    attack_members: int
+    attack_nonmembers: int
+    baseline_hash: str
+
+    def __post_init__(self) -> None:
+        for name in ("attack", "distance", "variant"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value or "_" in value:
+                raise ValueError(
+                    f"{name} must be a non-empty name without '_' (score files are keyed "
+                    f"scores_<attack>_<distance>), got {value!r}"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as ``rows.json`` stores it: every field, in column order."""
+        return asdict(self)
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Row))
+"""The columns of ``runs.csv`` a cell writes, in order."""
+
+COLLECTED_COLUMNS: tuple[str, ...] = ("run_hash", "setting_hash")
+"""Columns added when rows are collected from the cells (:func:`audit.results.collect_rows`)."""
+
+GRID_POINT: tuple[str, ...] = ("dataset", "mech", "param_name", "param_value", "seed")
+"""What names a row's cell within a run (with the run's profile)."""
+
+RESULT_KEY: tuple[str, ...] = ("attack", "distance", "variant")
+"""What tells a cell's rows apart: one row per attack result."""
+
+LEGACY_ATTACK = "reconstruction"
+"""The attack of a row that names none: cells written before rows were keyed by attack ran the
+reconstruction attack alone."""
+LEGACY_VARIANT = "mean"
+"""The variant of a reconstruction row that names none (its only variant)."""

@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from audit import io, results
+from audit.attack_plan import plan_attacks
 from audit.config import CellConfig, MechanismName, SweepConfig
 from audit.datasets import Dataset, Split, dataset_modality, load_dataset, stratified_split
 from audit.executors import CellFailed, Executor, ExecutorName, make_executor
@@ -104,9 +105,14 @@ def build_cells(
     The baseline of seed s is the cell of mechanism ``none`` with the same profile and seed; it
     comes first so that phi can be filled as soon as a private cell finishes. ``data_sha256``,
     the loaded data's :attr:`Dataset.content_hash`, goes into every cell's options (and hash),
-    so changed data never reuses a cell; None only to validate the cells before loading.
+    so changed data never reuses a cell; None only to validate the cells before loading. Each
+    cell runs the attacks its mechanism's release allows (:func:`audit.attack_plan.plan_attacks`).
     """
     check_options_apply(config)
+    attacks = plan_attacks(
+        config.attacks,
+        {m.value: get_mechanism(m).release for m in (MechanismName.NONE, *config.mechs)},
+    )
     data = () if data_sha256 is None else (("data_sha256", data_sha256),)
     pairs: list[tuple[CellConfig, CellConfig]] = []
     for seed in config.seeds:
@@ -118,6 +124,7 @@ def build_cells(
             seed,
             config.profile,
             (("profile_name", config.profile_name.value), *config.data_options(), *data),
+            attacks[MechanismName.NONE.value],
         )
         pairs.append((base, base))
         for name in config.mechs:
@@ -136,6 +143,7 @@ def build_cells(
                     config.profile,
                     base.options,
                     options if options.given() else None,
+                    attacks[name.value],
                 )
                 pairs.append((cell, base))
     return pairs
@@ -425,9 +433,14 @@ def compute_cell(
     ctx = Context(device=job.device, progress=progress)
     data = cell_data(dataset, job.split, job.cell)
     acc_real = job.acc_real if job.acc_real is not None else _compute_acc_real(data, job.cell, ctx)
-    outcome = run_cell(job.cell, data, ctx, acc_real=acc_real, code_version=job.version)
-    for row in outcome.rows:
-        row["baseline_hash"] = job.base.config_hash
+    outcome = run_cell(
+        job.cell,
+        data,
+        ctx,
+        acc_real=acc_real,
+        code_version=job.version,
+        baseline_hash=job.base.config_hash,
+    )
     meta = run_metadata(job.cell, job.device, job.version, job.command)
     return CellComputed(job=job, outcome=outcome, acc_real=acc_real, metadata=meta)
 

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from attacks.threat import ReleaseKind
 from audit.config import CellConfig, MechanismName
 from audit.options import AccountingParams, MechanismOptions, NoOptions
 from audit.privacy.claim import PrivacyClaim
@@ -102,7 +103,10 @@ class Mechanism(ABC):
     ``train`` are the non-private path.
     ``per_example_gradients``: whether ``train`` needs Opacus's per-example gradients of the
     target VAE (DP-Adam); without, the VAE is built in its fast implementation
-    (:meth:`models.factory.ModelFamily.target_vae`).
+    (:meth:`models.factory.ModelFamily.target_vae`). ``release``: what the mechanism publishes of
+    the trained VAE (:class:`~attacks.threat.ReleaseKind`), which decides the attacks its cells
+    run (:mod:`audit.attack_plan`). The default, the whole VAE, is what none, cdp, cdp-termwise,
+    ldp and vae-ldp release; a mechanism that publishes less (dp2vae: the decoder) overrides it.
     """
 
     name: ClassVar[MechanismName]
@@ -111,6 +115,7 @@ class Mechanism(ABC):
     options_type: ClassVar[type[MechanismOptions]] = NoOptions
     accounting_type: ClassVar[type[AccountingParams] | None] = None
     per_example_gradients: ClassVar[bool] = False
+    release: ClassVar[ReleaseKind] = ReleaseKind.WHOLE_VAE
 
     def validate_value(self, value: float | None) -> None:
         if value is None or not math.isfinite(value) or value <= 0:

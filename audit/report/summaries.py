@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from audit import results
-from audit.check import param_label
 from audit.config import MechanismName
+from audit.gate import param_label
 from audit.stats import summarise
 
 log = logging.getLogger(__name__)

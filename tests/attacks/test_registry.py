@@ -42,3 +42,34 @@ def test_registering_a_different_class_under_a_taken_name_is_refused() -> None:
     with pytest.raises(ValueError, match="already registered .*overwrite=True"):
         register_attack(Impostor)
     assert get_attack("reconstruction") is ReconstructionAttack
+
+
+def test_every_registered_attack_is_built_by_one_function_from_profile_settings() -> None:
+    from attacks.base import AttackSettings
+    from attacks.distances import Distance
+    from attacks.registry import build_attack
+
+    settings = AttackSettings(attack_samples=7, distances=("mse", "ssim"))
+    assert settings.distances == (Distance.MSE, Distance.SSIM)
+    for name in available_attacks():
+        attack = build_attack(name, seed=3, device="cpu", settings=settings)
+        assert isinstance(attack, get_attack(name)) and attack.seed == 3
+    recon = build_attack("reconstruction", seed=3, device="cpu", settings=settings)
+    assert recon == ReconstructionAttack(seed=3, n_samples=7, distances=("mse", "ssim"))
+    with pytest.raises(ValueError, match="unknown attack 'gan-leaks'"):
+        build_attack("gan-leaks", seed=3, device="cpu", settings=settings)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"attack_samples": 0, "distances": ("mse",)}, "attack_samples must be a positive"),
+        ({"attack_samples": 2, "distances": ()}, "distances must be a non-empty sequence"),
+        ({"attack_samples": 2, "distances": "mse"}, "distances must be a non-empty sequence"),
+    ],
+)
+def test_attack_settings_are_validated(kwargs, message) -> None:
+    from attacks.base import AttackSettings
+
+    with pytest.raises(ValueError, match=message):
+        AttackSettings(**kwargs)

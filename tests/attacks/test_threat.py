@@ -135,3 +135,38 @@ def test_bad_release_is_refused(fields, message) -> None:
 def test_bad_records_are_refused(x, y, message) -> None:
     with pytest.raises(ValueError, match=message):
         Records(x, y)
+
+
+# ---- release kinds: what a mechanism publishes ------------------------------------------------
+
+
+def test_each_release_kind_gives_its_capabilities() -> None:
+    from attacks.threat import ReleaseKind, released_capabilities
+
+    assert released_capabilities(ReleaseKind.WHOLE_VAE) == {C.ENCODER, C.DECODER, C.SAMPLES}
+    assert released_capabilities(ReleaseKind.DECODER_ONLY) == {C.DECODER, C.SAMPLES}
+    assert released_capabilities(ReleaseKind.SAMPLES_ONLY) == {C.SAMPLES}
+    assert ReleaseKind.DECODER_ONLY.capabilities == {C.DECODER, C.SAMPLES}
+    with pytest.raises(ValueError, match="release kind must be a ReleaseKind .*'whole'"):
+        released_capabilities("whole")  # type: ignore[arg-type]
+
+
+def test_a_release_of_each_kind_holds_exactly_what_the_kind_gives() -> None:
+    from attacks.threat import ReleaseKind
+
+    vae, gen = small_vae(0), some_records()
+    for kind in ReleaseKind:
+        release = Release.of_kind(kind, model=vae, samples=gen)
+        assert release.capabilities == kind.capabilities, kind
+    with_ref = Release.of_kind(ReleaseKind.SAMPLES_ONLY, model=vae, samples=gen, reference=gen)
+    assert with_ref.capabilities == {C.SAMPLES, C.REFERENCE_RECORDS}
+
+
+def test_a_decoder_only_release_makes_the_reconstruction_attack_inapplicable() -> None:
+    from attacks.threat import ReleaseKind
+
+    assert applicable(ReconstructionAttack, ReleaseKind.WHOLE_VAE)
+    assert not applicable(ReconstructionAttack, ReleaseKind.DECODER_ONLY)
+    assert missing(ReconstructionAttack, ReleaseKind.DECODER_ONLY) == {C.ENCODER}
+    assert applicable(get_attack("latent-search"), ReleaseKind.DECODER_ONLY)
+    assert applicable(get_attack("monte-carlo"), ReleaseKind.SAMPLES_ONLY)

@@ -13,6 +13,8 @@ from audit.config import (
     SweepConfig,
     override_profile,
 )
+from audit.mechanisms import make_cell
+from audit.mechanisms.cdp import CdpOptions
 from core.seeding import Purpose, derive_seed
 
 QUICK = PROFILES[ProfileName.QUICK]
@@ -69,3 +71,19 @@ def test_seeds_are_split_per_purpose():
     assert derive_seed(0, Purpose.SPLIT) == derive_seed(0, Purpose.SPLIT)
     with pytest.raises(ValueError, match="seed"):
         derive_seed(None, Purpose.SPLIT)  # type: ignore[arg-type]
+
+
+def test_existing_cells_keep_their_hashes():
+    """Pinned on main before cells listed their attacks (commit e044bf5): the default attack
+    list (reconstruction alone) is left out of the canonical config, so old cells are reused."""
+    options = {"profile_name": "quick", "data_sha256": "d" * 64, "clip_norm": 1.0}
+    cell = make_cell("digits", MechanismName.CDP, "noise_multiplier", 1.0, 0, QUICK, options)
+    assert cell.options == (("profile_name", "quick"), ("data_sha256", "d" * 64))
+    assert cell.mech_options == CdpOptions(clip_norm=1.0)  # typed, hashed as before
+    assert cell.attacks == ("reconstruction",) and "attacks" not in cell.canonical()
+    assert cell.config_hash == "66dd7f7af31e5a2f"
+    base = CellConfig("digits", MechanismName.NONE, "none", None, 3, QUICK, cell.options[:1])
+    assert base.config_hash == "94f20125862347e4"
+    other = replace(cell, attacks=("reconstruction", "monte-carlo"))
+    assert other.canonical()["attacks"] == ["reconstruction", "monte-carlo"]
+    assert other.config_hash != cell.config_hash  # a list that changes results is identity

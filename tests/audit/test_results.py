@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from audit import results
+from audit import io, results
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
 from audit.mechanisms import build_options
 from audit.report import write_report
@@ -219,3 +219,57 @@ def test_attack_set_round_trips_and_refuses_damaged_files(tmp_path):
     path.write_bytes(b"torn")
     with pytest.raises(ValueError, match="unreadable"):
         results.read_attack_set(tmp_path)
+
+
+# ---- rows keyed by attack --------------------------------------------------------------------
+
+
+def test_rows_of_cells_written_before_the_attack_column_read_as_reconstruction(tmp_path):
+    """fakes.write_cell writes rows as older code did: no attack, no variant."""
+    for mech, value, mi_ap in (("none", None, 0.7), ("cdp", 1.0, 0.6)):
+        cell = write_cell(tmp_path, cell_config(mech, value), mi_ap=mi_ap, acc=0.8)
+        rows = [{**r, "n_test": 100} for r in results.cell_rows(cell)]  # utility measurable
+        io.write_json(cell / "rows.json", {"rows": rows})
+    frame = results.collect_rows(tmp_path)
+    assert set(frame["attack"]) == {"reconstruction"} and set(frame["variant"]) == {"mean"}
+    assert list(frame.columns[:8]) == [
+        "dataset",
+        "mech",
+        "param_name",
+        "param_value",
+        "seed",
+        "attack",
+        "distance",
+        "variant",
+    ]
+    cdp = frame[frame.mech == "cdp"]
+    assert len(cdp) == 2 and cdp["phi"].notna().all()
+
+
+def test_phi_compares_each_attack_with_the_same_attack_on_the_baseline(tmp_path):
+    for mech, value, mi_ap in (("none", None, 0.9), ("cdp", 1.0, 0.6)):
+        cell = write_cell(tmp_path, cell_config(mech, value), mi_ap=mi_ap, acc=0.8)
+        rows = [{**r, "n_test": 100} for r in results.cell_rows(cell)]
+        other = [{**r, "attack": "monte-carlo", "variant": "share", "mi_ap": 0.6} for r in rows]
+        io.write_json(cell / "rows.json", {"rows": [*rows, *other]})
+    frame = results.collect_rows(tmp_path)
+    cdp = frame[frame.mech == "cdp"].set_index(["attack", "distance"])
+    assert len(frame) == 8
+    # reconstruction: 0.9 -> 0.6 at no accuracy cost, phi at its cap; monte-carlo: 0.6 -> 0.6
+    assert (cdp.loc["reconstruction", "phi"] == 2.0).all()
+    assert (cdp.loc["monte-carlo", "phi"] == 0.0).all()
+
+
+def test_score_keys_name_the_attack_and_read_old_cells_as_reconstruction():
+    assert results.scores_key("reconstruction", "mse") == "scores_reconstruction_mse"
+    key = results.scores_key("monte-carlo", "pixel-l2", "share")
+    assert key == "scores_monte-carlo_pixel-l2_share"
+    assert results.parse_scores_key(key) == ("monte-carlo", "pixel-l2", "share")
+    assert results.parse_scores_key("scores_reconstruction_ssim") == (
+        "reconstruction",
+        "ssim",
+        "mean",
+    )
+    assert results.parse_scores_key("scores_mse") == ("reconstruction", "mse", "mean")
+    with pytest.raises(ValueError, match="names without '_'"):
+        results.scores_key("re_con", "mse")

@@ -1,0 +1,91 @@
+"""Which attacks a sweep's cells run, and the settings every attack is built from.
+
+A cell runs every attack of the sweep's attack list (:data:`SWEEP_ATTACKS`, or the names given
+with ``--attack``) that its mechanism's release allows (:class:`~attacks.threat.ReleaseKind`
+against each attack's ``needs``); the pipeline builds each one by name
+(:func:`attacks.registry.build_attack`) from the profile's :class:`~attacks.base.AttackSettings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from attacks.base import AttackSettings
+from attacks.distances import distances_for
+from attacks.registry import available_attacks, get_attack
+from attacks.threat import ReleaseKind, applicable
+from audit.rows import LEGACY_ATTACK
+from core.records import Modality
+
+SWEEP_ATTACKS: tuple[str, ...] = ("reconstruction",)
+"""The sweep's attack list, in the order cells run them. Today's reconstruction attack is the
+first and, for now, only entry; the other registered attacks (monte-carlo, latent-search,
+likelihood, domias) join it once the sweep draws the reference split they need."""
+
+LEGACY_ATTACKS: tuple[str, ...] = (LEGACY_ATTACK,)
+"""What every cell ran before cells listed their attacks: a cell with exactly this list leaves
+it out of its canonical config (:meth:`audit.config.CellConfig.canonical`), so those cells keep
+their hashes and are reused. Frozen: it names the past, not the sweep's current list."""
+
+
+def _allowed() -> str:
+    return ", ".join(SWEEP_ATTACKS)
+
+
+def check_requested(names: Sequence[str]) -> tuple[str, ...]:
+    """``--attack`` names, validated: each registered and in :data:`SWEEP_ATTACKS`, no repeats;
+    returned in the sweep's order (so that the same set always names the same cells)."""
+    if isinstance(names, str) or not names:
+        raise ValueError(f"--attack needs at least one attack name; allowed: {_allowed()}")
+    for name in names:
+        if not isinstance(name, str) or name not in available_attacks():
+            raise ValueError(f"--attack {name!r} is not a registered attack; allowed: {_allowed()}")
+        if name not in SWEEP_ATTACKS:
+            raise ValueError(
+                f"--attack {name!r} is registered but not in the sweep's attack list yet (it "
+                f"needs a reference split the sweep does not draw); allowed: {_allowed()}"
+            )
+    if len(set(names)) != len(names):
+        raise ValueError(f"--attack names repeat: {list(names)}; allowed: {_allowed()}")
+    return tuple(name for name in SWEEP_ATTACKS if name in names)
+
+
+def plan_attacks(
+    requested: Sequence[str] | None, releases: Mapping[str, ReleaseKind]
+) -> dict[str, tuple[str, ...]]:
+    """The attacks each mechanism's cells run, for mechanisms ``releases`` (name -> what it
+    releases; the baseline ``none`` included).
+
+    ``requested`` None: every attack of :data:`SWEEP_ATTACKS` the mechanism's release allows.
+    Otherwise the requested names (:func:`check_requested`), each of which must apply to every
+    mechanism's release. A mechanism left with no attack is refused: its cells would measure
+    nothing.
+    """
+    names = SWEEP_ATTACKS if requested is None else check_requested(requested)
+    plan = {}
+    for mech, kind in releases.items():
+        runs = tuple(n for n in names if applicable(get_attack(n), kind))
+        if requested is not None and runs != names:
+            refused = next(n for n in names if n not in runs)
+            needs = ", ".join(sorted(c.value for c in get_attack(refused).needs))
+            fits = [n for n in SWEEP_ATTACKS if applicable(get_attack(n), kind)]
+            raise ValueError(
+                f"--attack {refused!r} does not apply to --mech {mech}, which releases "
+                f"{kind.value} ({refused} needs {needs}); allowed for {mech}: "
+                f"{', '.join(fits) or 'none of ' + _allowed()}"
+            )
+        if not runs:
+            raise ValueError(
+                f"no attack of the sweep's list ({_allowed()}) applies to --mech {mech}, which "
+                f"releases {kind.value}; its cells would measure nothing"
+            )
+        plan[mech] = runs
+    return plan
+
+
+def attack_settings(*, attack_samples: int, modality: Modality | str) -> AttackSettings:
+    """The profile-level settings every attack of a cell is built from: ``attack_samples``
+    (the profile's N) and the distances that apply to records of ``modality``."""
+    return AttackSettings(
+        attack_samples=attack_samples, distances=distances_for(Modality(modality))
+    )

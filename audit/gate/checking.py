@@ -1,0 +1,217 @@
+"""A run's rows against the thresholds: violations, unchecked rows and missing rows (rules:
+:mod:`audit.gate`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from audit import results
+from audit.gate.thresholds import LIMITED_COLUMNS, NONE, Threshold, check_acc_floor, load_thresholds
+from audit.rows import COLUMNS, GRID_POINT
+
+#: The columns of ``runs.csv`` the gate reads, in :class:`audit.rows.Row`'s order: a row's grid
+#: point, the (attack, distance) thresholds are keyed by, and the metrics they limit.
+CHECK_COLUMNS: tuple[str, ...] = tuple(
+    c for c in COLUMNS if c in {*GRID_POINT, "attack", "distance", *LIMITED_COLUMNS}
+)
+PARAM_SYMBOLS = {"noise_multiplier": "z", "eps_i": "εᵢ", "sigma": "σ"}
+
+
+def read_runs(run_dir: Path, required: Sequence[str] = CHECK_COLUMNS) -> pd.DataFrame:
+    """A run's rows (from its cells; see :func:`audit.results.load_rows`), which must hold rows
+    and the ``required`` columns."""
+    return results.load_rows(run_dir, required)
+
+
+def param_label(mech: str, param_name: str, value: float) -> str:
+    """``'z=0.1'`` (paper 003's symbols), or ``'none'`` for the non-private baseline."""
+    if mech == NONE or pd.isna(value):
+        return NONE
+    return f"{PARAM_SYMBOLS.get(param_name, param_name)}={value:g}"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One limit one row broke."""
+
+    dataset: str
+    mech: str
+    param: str
+    seed: int
+    attack: str
+    distance: str
+    metric: str
+    observed: float
+    limit: float
+    tolerance: float
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of the gate: counts, violations, and what was not covered."""
+
+    n_rows: int
+    n_checked: int
+    n_thresholds: int
+    violations: tuple[Violation, ...]
+    unchecked: tuple[str, ...]
+    unused_entries: tuple[int, ...]
+    missing: tuple[str, ...] = ()
+    missing_entries: tuple[int, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.violations and not self.missing
+
+
+def _broken(observed: float, limit: float, tolerance: float, direction: int) -> bool:
+    if math.isnan(observed):
+        return True
+    return observed > limit + tolerance if direction > 0 else observed < limit - tolerance
+
+
+def check_runs(
+    frame: pd.DataFrame,
+    thresholds: Sequence[Threshold],
+    planned: Sequence[dict[str, Any]] | None = None,
+) -> CheckResult:
+    """Compare every row of ``frame`` (a run's rows) with every matching threshold entry.
+
+    ``planned``: the cells the run's sweeps planned (:func:`audit.results.planned_cells`), or
+    None where unknown; it decides which entries that match no row fail (:mod:`audit.gate`).
+    """
+    violations: list[Violation] = []
+    used: set[int] = set()
+    unchecked: list[str] = []
+    n_checked = 0
+    for row in frame.itertuples(index=False):
+        matching = [i for i, t in enumerate(thresholds) if t.matches(row)]
+        label = param_label(row.mech, row.param_name, row.param_value)
+        if not matching:
+            unchecked.append(
+                f"{row.dataset} {row.mech} {label} seed {row.seed} {row.attack} {row.distance}"
+            )
+            continue
+        n_checked += 1
+        used.update(matching)
+        for i in matching:
+            violations += _violations(i, thresholds[i], row, label)
+    if n_checked == 0:
+        raise ValueError(
+            f"no entry of the thresholds matches any of the {len(frame)} rows "
+            f"(datasets {sorted(frame.dataset.unique())}, mechanisms "
+            f"{sorted(frame.mech.unique())}); the gate would check nothing"
+        )
+    unused = tuple(i for i in range(len(thresholds)) if i not in used)
+    expected = tuple(i for i in unused if _expected(thresholds[i], frame, planned))
+    return CheckResult(
+        len(frame),
+        n_checked,
+        len(thresholds),
+        tuple(violations),
+        tuple(unchecked),
+        unused,
+        tuple(_missing(i, thresholds[i], planned) for i in expected),
+        expected,
+    )
+
+
+def _violations(index: int, t: Threshold, row: Any, label: str) -> list[Violation]:
+    """The limits of entry ``index`` (``t``) that ``row`` breaks."""
+    chance = getattr(row, "acc_base", None)
+    if t.min_acc is not None and chance is not None and not pd.isna(chance):
+        try:
+            check_acc_floor(t.min_acc, t.tolerance, float(chance))
+        except ValueError as exc:
+            raise ValueError(
+                f"thresholds entries[{index}] ({row.dataset} {row.mech}): {exc}"
+            ) from None
+    found = []
+    for name, column, limit, direction in t.limits():
+        observed = float(getattr(row, column))
+        if _broken(observed, limit, t.tolerance, direction):
+            found.append(
+                Violation(
+                    row.dataset,
+                    row.mech,
+                    label,
+                    int(row.seed),
+                    row.attack,
+                    row.distance,
+                    name,
+                    observed,
+                    limit,
+                    t.tolerance,
+                )
+            )
+    return found
+
+
+def _expected(entry: Threshold, frame: pd.DataFrame, planned: Sequence[dict] | None) -> bool:
+    """Whether the run should hold rows that ``entry`` matches (see :mod:`audit.gate`)."""
+    if planned is not None:
+        return any(entry.expects(cell) for cell in planned)
+    mine = frame[(frame["dataset"] == entry.dataset) & (frame["mech"] == entry.mech)]
+    if entry.profile is not None and "profile" in mine.columns:
+        mine = mine[mine["profile"] == entry.profile]
+    return not mine.empty
+
+
+def _missing(index: int, entry: Threshold, planned: Sequence[dict] | None) -> str:
+    why = (
+        "a sweep into this directory planned such a cell (unfinished or damaged: rerun it)"
+        if planned is not None
+        else f"the run has {entry.mech} rows of this dataset and profile"
+    )
+    return f"MISSING: threshold entry {index} ({entry.describe()}) matches no row, though {why}"
+
+
+def check_dir(run_dir: Path, thresholds_path: Path) -> CheckResult:
+    """The gate on the run in ``run_dir`` against the thresholds file at ``thresholds_path``."""
+    thresholds = load_thresholds(thresholds_path)
+    frame = read_runs(run_dir)
+    if "profile" in frame.columns:
+        frame["profile"] = frame["profile"].astype(object).where(frame["profile"].notna(), None)
+    return check_runs(frame, thresholds, results.planned_cells(run_dir))
+
+
+def format_violations(violations: Sequence[Violation]) -> str:
+    """A plain-text table, one line per violation."""
+    headers = (
+        "dataset",
+        "mech",
+        "param",
+        "seed",
+        "attack",
+        "distance",
+        "metric",
+        "observed",
+        "limit",
+        "tolerance",
+    )
+    body = [
+        (
+            v.dataset,
+            v.mech,
+            v.param,
+            str(v.seed),
+            v.attack,
+            v.distance,
+            v.metric,
+            f"{v.observed:.4f}",
+            f"{v.limit:.4f}",
+            f"{v.tolerance:.4f}",
+        )
+        for v in violations
+    ]
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in (headers, *body)
+    ]
+    return "\n".join(line.rstrip() for line in lines)

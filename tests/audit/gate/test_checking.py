@@ -1,0 +1,153 @@
+"""The gate on a run: honest runs exit 0, violations exit 1 with a table, bad input exits 2."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from audit import results
+from benchmark import main
+from tests.audit.fakes import cell_config, write_cell
+
+from .runs import THRESHOLDS, entry, run_check, runs, write_runs
+
+
+def test_honest_runs_pass(tmp_path, capsys):
+    assert run_check(tmp_path, runs()) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "OK: 12 rows checked against 3 thresholds"
+
+
+def _doctor(frame: pd.DataFrame, mech: str, column: str, value: float) -> pd.DataFrame:
+    frame = frame.copy()
+    frame.loc[(frame.mech == mech) & (frame.seed == 1) & (frame.distance == "ssim"), column] = value
+    return frame
+
+
+@pytest.mark.parametrize(
+    ("mech", "column", "value", "metric", "limit"),
+    [
+        ("cdp", "mi_ap", 0.61, "max_mi_ap", "0.5800"),  # private attack above its limit + tol
+        ("none", "mi_ap", 0.55, "min_mi_ap", "0.5800"),  # baseline attack broke: below its floor
+        ("ldp", "acc", 0.5, "min_acc", "0.5300"),  # accuracy below its minimum - tol
+        ("cdp", "mi_ap", math.nan, "max_mi_ap", "0.5800"),  # a NaN observation fails too
+    ],
+)
+def test_doctored_runs_fail_with_a_violation_table(
+    tmp_path, capsys, mech, column, value, metric, limit
+):
+    assert run_check(tmp_path, _doctor(runs(), mech, column, value)) == 1
+    out = capsys.readouterr().out
+    header, line = out.splitlines()[:2]
+    assert header.split() == [
+        "dataset",
+        "mech",
+        "param",
+        "seed",
+        "attack",
+        "distance",
+        "metric",
+        "observed",
+        "limit",
+        "tolerance",
+    ]
+    cells = line.split()
+    assert cells[:7] == ["lfw-subset", mech, cells[2], "1", "reconstruction", "ssim", metric]
+    assert cells[8:] == [limit, "0.0200"]
+    assert "FAILED: 1 violation(s)" in out
+
+
+def test_values_within_the_tolerance_pass(tmp_path):
+    assert run_check(tmp_path, _doctor(runs(), "cdp", "mi_ap", 0.599)) == 0
+    assert run_check(tmp_path, _doctor(runs(), "none", "mi_ap", 0.561)) == 0
+
+
+def test_rows_without_an_entry_are_unchecked_not_failed(tmp_path, capsys):
+    frame = pd.concat([runs(), runs([("vae-ldp", "sigma", 10.0, 0.9, 0.9, 0.1)])])
+    assert run_check(tmp_path, frame) == 0
+    out = capsys.readouterr().out
+    assert "OK: 12 rows checked against 3 thresholds" in out
+    assert "unchecked: 4 row(s) match no threshold entry" in out
+
+
+def test_specific_entries_tighten_general_ones(tmp_path):
+    doc = copy.deepcopy(THRESHOLDS)
+    doc["entries"].append(
+        entry(
+            mech="ldp",
+            param_value=100.0,
+            distance="ssim",
+            max_mi_ap=0.5,
+            min_acc=None,
+            tolerance=0.0,
+        )
+    )
+    assert run_check(tmp_path, runs(), doc) == 1
+
+
+def test_a_file_that_matches_no_row_is_an_error(tmp_path, capsys):
+    doc = {"schema_version": 1, "entries": [entry(dataset="digits")]}
+    assert run_check(tmp_path, runs(), doc) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no entry of the thresholds matches any of the 12 rows")
+
+
+@pytest.mark.parametrize("with_chance", [True, False])
+def test_the_gate_refuses_an_accuracy_floor_at_or_below_chance(tmp_path, capsys, with_chance):
+    low = entry(mech="cdp", param_value=1.0, max_mi_ap=0.58, min_acc=0.3)
+    if with_chance:
+        low["chance_acc"] = 0.5  # refused when the file is read
+    doc = {**THRESHOLDS, "entries": [*THRESHOLDS["entries"][:1], low]}
+    assert run_check(tmp_path, runs(), doc) == 2  # without: refused against the rows' acc_base
+    err = capsys.readouterr().err.strip()
+    assert "at or below chance accuracy 0.5" in err and "\n" not in err
+
+
+def test_unreadable_files_are_errors(tmp_path, capsys):
+    (tmp_path / "bad.json").write_text("{not json")
+    run_dir = write_runs(tmp_path / "run", runs())
+    assert main(["check", "--thresholds", str(tmp_path / "bad.json"), str(run_dir)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert main(["check", "--thresholds", str(tmp_path / "none.json"), str(run_dir)]) == 2
+    assert main(["check", "--thresholds", str(tmp_path / "bad.json")]) == 2
+    assert main(["check", str(run_dir)]) == 2  # neither --thresholds nor --calibrate
+
+
+def _with_other_attack(frame: pd.DataFrame, mi_ap: float) -> pd.DataFrame:
+    """``frame``'s rows as the reconstruction attack's, plus the same rows as monte-carlo's."""
+    other = frame.assign(attack="monte-carlo", distance="pixel-l2", mi_ap=mi_ap)
+    return pd.concat([frame.assign(attack="reconstruction"), other], ignore_index=True)
+
+
+def test_thresholds_are_keyed_by_attack(tmp_path, capsys):
+    """An entry without ``attack`` (the committed file's) limits reconstruction rows only."""
+    frame = _with_other_attack(runs(), mi_ap=0.99)  # monte-carlo far above every limit
+    assert run_check(tmp_path, frame) == 0
+    out = capsys.readouterr().out
+    assert "OK: 12 rows checked" in out and "unchecked: 12 row(s)" in out
+    assert "seed 0 monte-carlo pixel-l2" in out
+    doc = copy.deepcopy(THRESHOLDS)
+    doc["entries"].append(entry(mech="cdp", attack="monte-carlo", max_mi_ap=0.9, min_acc=None))
+    assert run_check(tmp_path, frame, doc) == 1
+    violations = [line.split() for line in capsys.readouterr().out.splitlines()[1:5]]
+    assert [v[4:7] for v in violations] == [["monte-carlo", "pixel-l2", "max_mi_ap"]] * 4
+
+
+def test_an_entry_for_an_attack_the_cells_did_not_run_is_not_expected(tmp_path, capsys):
+    for mech, value in (("none", None), ("cdp", 1.0)):
+        write_cell(tmp_path / "run", cell_config(mech, value), mi_ap=0.55, acc=0.8)
+    results.claim_run(tmp_path / "run", [cell_config("none", None), cell_config("cdp", 1.0)])
+    doc = {
+        "schema_version": 1,
+        "entries": [
+            entry(dataset="digits", mech="cdp", max_mi_ap=0.6, min_acc=None),
+            entry(dataset="digits", mech="cdp", attack="monte-carlo", max_mi_ap=0.6),
+        ],
+    }
+    thresholds = tmp_path / "t.json"
+    thresholds.write_text(json.dumps(doc))
+    assert main(["check", "--thresholds", str(thresholds), str(tmp_path / "run")]) == 0
+    assert "note: threshold entries [1] match no row" in capsys.readouterr().out
