@@ -1,6 +1,6 @@
 """Membership-inference attacks against VAEs, their distances, and their metrics."""
 
-from attacks.base import (
+from attacks.attack import (
     Attack,
     AttackData,
     AttackResult,

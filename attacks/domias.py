@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from scipy.stats import gaussian_kde
 
-from attacks.base import (
+from attacks.attack import (
     Attack,
     AttackData,
     AttackResult,

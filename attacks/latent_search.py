@@ -29,7 +29,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from attacks.base import (
+from attacks.attack import (
     Attack,
     AttackData,
     AttackResult,

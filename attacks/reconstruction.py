@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from attacks.base import Attack, AttackData, AttackResult, AttackSettings, ProgressFn
+from attacks.attack import Attack, AttackData, AttackResult, AttackSettings, ProgressFn
 from attacks.distances import Distance, get_distance
 from attacks.threat import Capability, LatentGenerativeModel, Release
 
@@ -84,7 +84,7 @@ class ReconstructionAttack(Attack):
 
     Two entry points: ``run(model, data)`` (results keyed by :class:`Distance`, as before) and
     ``run_release(release, data)`` (the common attack interface, keyed by
-    :class:`~attacks.base.ResultKey`, variant ``mean``); both give the same results.
+    :class:`~attacks.attack.ResultKey`, variant ``mean``); both give the same results.
 
     Notes:
         The attacker uses the encoder and the decoder (white-box access to both halves of the

@@ -1,10 +1,10 @@
-"""The attack registry: names to :class:`~attacks.base.Attack` classes (one module per attack)."""
+"""The attack registry: names to :class:`~attacks.attack.Attack` classes (one module per attack)."""
 
 from __future__ import annotations
 
 import torch
 
-from attacks.base import Attack, AttackSettings
+from attacks.attack import Attack, AttackSettings
 from attacks.domias import DomiasAttack
 from attacks.latent_search import LatentSearchAttack
 from attacks.likelihood import LikelihoodAttack

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.metrics import average_precision_score
 
-from attacks.base import AttackResult
+from attacks.attack import AttackResult
 from attacks.metrics import AttackMetrics
 
 

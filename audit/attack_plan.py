@@ -3,14 +3,14 @@
 A cell runs every attack of the sweep's attack list (:data:`SWEEP_ATTACKS`, or the names given
 with ``--attack``) that its mechanism's release allows (:class:`~attacks.threat.ReleaseKind`
 against each attack's ``needs``); the pipeline builds each one by name
-(:func:`attacks.registry.build_attack`) from the profile's :class:`~attacks.base.AttackSettings`.
+(:func:`attacks.registry.build_attack`) from the profile's :class:`~attacks.attack.AttackSettings`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from attacks.base import AttackSettings
+from attacks.attack import AttackSettings
 from attacks.distances import distances_for
 from attacks.registry import available_attacks, get_attack
 from attacks.threat import ReleaseKind, applicable

@@ -40,7 +40,6 @@ import pandas as pd
 from audit import io
 from audit.config import CellConfig
 from audit.mechanisms import cell_from_canonical
-from audit.metrics import above_chance, phi_score
 from audit.rows import (
     COLLECTED_COLUMNS,
     COLUMNS,
@@ -48,6 +47,7 @@ from audit.rows import (
     LEGACY_VARIANT,
     RESULT_KEY,
 )
+from audit.tradeoff import above_chance, phi_score
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ class Row:
             the baseline ``none``).
         attack: the attack's registry name (``reconstruction``).
         distance: what the attack compared (:class:`attacks.distances.Distance` or
-            :class:`attacks.base.Measure` value, e.g. ``mse``).
-        variant: how the scores were formed (:class:`attacks.base.Variant` value; ``mean`` for
+            :class:`attacks.attack.Measure` value, e.g. ``mse``).
+        variant: how the scores were formed (:class:`attacks.attack.Variant` value; ``mean`` for
             the reconstruction attack).
         profile: the profile's name.
         mi_ap, mi_auc, tpr_at_fpr_1pct, tpr_at_fpr_01pct: the attack's metrics

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from timing import median_times
 
-from attacks.base import AttackData
+from attacks.attack import AttackData
 from attacks.distances import Distance, batching
 from attacks.distances.structural_similarity import SSIM_NUMBA
 from attacks.reconstruction import (

@@ -37,7 +37,7 @@ from scipy.stats import gaussian_kde
 from threadpoolctl import threadpool_limits
 from timing import median_times
 
-from attacks.base import AttackData
+from attacks.attack import AttackData
 from attacks.domias import DomiasAttack
 from attacks.features import pca_features
 from attacks.latent_search import LatentSearchAttack

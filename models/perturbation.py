@@ -6,7 +6,7 @@ A target architecture (:class:`~models.vae.ConditionalConvVAE` for images,
 (``std = max(sigma, v)``); :class:`NoiseBound` adds that transform to either. Releasing
 ``z = mu + sigma * e`` (e ~ N(0, I)) is then a Gaussian mechanism with L2 sensitivity
 ``2 * 3 * sqrt(d)`` and noise std sigma; decoding z is post-processing.
-See :mod:`audit.privacy.vae_ldp` for the epsilon.
+See :mod:`audit.privacy.vae_ldp_accounting` for the epsilon.
 """
 
 from __future__ import annotations
@@ -101,7 +101,8 @@ class NoiseBound:
 
         ``z = mu(x, y) + sigma * e`` with e ~ N(0, I): the released noise std is exactly sigma
         for every record, a Gaussian mechanism with a data-independent std, so the epsilon of
-        :func:`audit.privacy.vae_ldp.vae_ldp_claim` holds as computed (the floored encoder std
+        :func:`audit.privacy.vae_ldp_accounting.vae_ldp_claim` holds as computed (the floored
+        encoder std
         ``max(sigma, v(x))`` of paper 003's reconstruction depends on the record, which that
         bound does not cover). ``generator`` is the only source of randomness; all records'
         draws are made at once on its device, so the result depends neither on ``batch_size``

@@ -124,3 +124,27 @@ def test_the_checks_can_fail(tmp_path: Path):
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_package_is_read(package: str):
     assert any(m.split(".")[0] == package for m in project_modules(ROOT))
+
+
+def duplicate_module_names(root: Path) -> dict[str, list[str]]:
+    """File names (``__init__`` aside) that more than one module of the packages uses."""
+    seen: dict[str, list[str]] = {}
+    for name in project_modules(root):
+        stem = name.rsplit(".", 1)[-1]
+        if name not in PACKAGES and not (root / name.replace(".", "/")).is_dir():
+            seen.setdefault(stem, []).append(name)
+    return {stem: names for stem, names in seen.items() if len(names) > 1}
+
+
+def test_no_two_modules_share_a_name():
+    assert duplicate_module_names(ROOT) == {}
+
+
+def test_duplicate_names_are_found(tmp_path: Path):
+    for package in ("models", "audit"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+        (tmp_path / package / "termwise.py").write_text("")
+    (tmp_path / "core").mkdir()
+    (tmp_path / "attacks").mkdir()
+    assert duplicate_module_names(tmp_path) == {"termwise": ["models.termwise", "audit.termwise"]}

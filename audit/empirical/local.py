@@ -37,7 +37,7 @@ from audit.empirical.bounds import (
 from audit.mechanisms.laplace_noise import laplace_perturb_series
 from audit.mechanisms.pixelization_noise import pixelize
 from audit.privacy.claim import GaussianConversion
-from audit.privacy.vae_ldp import MEAN_BOUND, vae_ldp_claim
+from audit.privacy.vae_ldp_accounting import MEAN_BOUND, vae_ldp_claim
 from core.seeding import torch_generator
 from core.validation import check_positive, check_positive_int
 from models.perturbation import NoiseBound

@@ -39,9 +39,9 @@ from attacks import AttackData, Distance, get_attack
 from audit.config import CellConfig, MechanismName
 from audit.empirical.bounds import CONFIDENCE, OneRunBound, one_run_epsilon_bound
 from audit.mechanisms import CellData, Context, get_mechanism
-from audit.mechanisms.base import Prepared, vae_settings
-from audit.privacy.cdp import cdp_claim
+from audit.mechanisms.mechanism import Prepared, vae_settings
 from audit.privacy.claim import PrivacyClaim
+from audit.privacy.dp_sgd_accounting import cdp_claim
 from core.seeding import Purpose, derive_seed, numpy_rng, torch_generator
 from models.dp import DPSettings, clip_and_sum, train_dp_vae
 from models.factory import model_family

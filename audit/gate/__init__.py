@@ -43,11 +43,10 @@ the gate when the run *should* have had its rows:
 Other entries that match no row (other datasets, mechanisms the run did not include) are noted.
 
 Modules: :mod:`~audit.gate.thresholds` (the file: schema, parsing, writing),
-:mod:`~audit.gate.checking` (a run against thresholds), :mod:`~audit.gate.calibration`
+:mod:`~audit.gate.checking` (a run against thresholds), :mod:`~audit.gate.threshold_calibration`
 (thresholds from measured runs).
 """
 
-from audit.gate.calibration import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR, calibrate
 from audit.gate.checking import (
     CHECK_COLUMNS,
     CheckResult,
@@ -58,6 +57,7 @@ from audit.gate.checking import (
     param_label,
     read_runs,
 )
+from audit.gate.threshold_calibration import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR, calibrate
 from audit.gate.thresholds import (
     SCHEMA_VERSION,
     Threshold,

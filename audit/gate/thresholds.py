@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from attacks.base import Measure
+from attacks.attack import Measure
 from attacks.distances import Distance
 from attacks.registry import available_attacks
 from audit import io

@@ -6,11 +6,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from audit.config import RUN_OPTIONS, CellConfig, MechanismName, Profile
-from audit.mechanisms.base import CellData, Context, Mechanism, Prepared, Trained
 from audit.mechanisms.cdp import CentralDP
+from audit.mechanisms.cdp_termwise import TermwiseDP
 from audit.mechanisms.ldp import LocalDP
+from audit.mechanisms.mechanism import CellData, Context, Mechanism, Prepared, Trained
 from audit.mechanisms.none import NoPrivacy
-from audit.mechanisms.termwise import TermwiseDP
 from audit.mechanisms.vae_ldp import VaeLdp
 from audit.options import MechanismOptions, flag
 from core.validation import parse_enum

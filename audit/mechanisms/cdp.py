@@ -16,7 +16,7 @@ from enum import Enum
 from typing import Any, ClassVar
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import (
+from audit.mechanisms.mechanism import (
     Accounted,
     CellData,
     Context,
@@ -36,8 +36,8 @@ from audit.options import (
     positive_float,
     positive_int,
 )
-from audit.privacy.cdp import cdp_claim, noise_multiplier_for_epsilon
 from audit.privacy.claim import Conversion, PrivacyClaim
+from audit.privacy.dp_sgd_accounting import cdp_claim, noise_multiplier_for_epsilon
 from core.schedule import dp_sgd_steps
 from core.seeding import Purpose, derive_seed
 from core.validation import check_batch

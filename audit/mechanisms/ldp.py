@@ -14,7 +14,8 @@ from enum import Enum
 from typing import ClassVar
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import (
+from audit.mechanisms.laplace_noise import laplace_perturb_series
+from audit.mechanisms.mechanism import (
     Accounted,
     CellData,
     Context,
@@ -23,7 +24,6 @@ from audit.mechanisms.base import (
     Trained,
     describe_claim,
 )
-from audit.mechanisms.laplace_noise import laplace_perturb_series
 from audit.mechanisms.pixelization_noise import pixelize
 from audit.options import (
     AccountingParams,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import CellData, Mechanism, Trained
+from audit.mechanisms.mechanism import CellData, Mechanism, Trained
 from audit.privacy.claim import PrivacyClaim
 
 

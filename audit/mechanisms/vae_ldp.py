@@ -21,7 +21,7 @@ from typing import ClassVar
 import torch
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import (
+from audit.mechanisms.mechanism import (
     Accounted,
     CellData,
     Context,
@@ -41,7 +41,7 @@ from audit.options import (
     positive_int,
 )
 from audit.privacy.claim import GaussianConversion, PrivacyClaim
-from audit.privacy.vae_ldp import MEAN_BOUND, vae_ldp_claim
+from audit.privacy.vae_ldp_accounting import MEAN_BOUND, vae_ldp_claim
 from core.seeding import Purpose, derive_seed, torch_generator
 from models.factory import model_family
 from models.perturbation import NoiseBound

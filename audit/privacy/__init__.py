@@ -10,8 +10,13 @@ The noise itself (torch) is added in ``audit.mechanisms``.
 """
 
 from audit.privacy.accountant import epsilon, gaussian_epsilon, pure_epsilon, rdp, rdp_epsilon
-from audit.privacy.cdp import cdp_claim, dp_sgd_epsilon, dp_sgd_event, noise_multiplier_for_epsilon
 from audit.privacy.claim import Conversion, GaussianConversion, PrivacyClaim
+from audit.privacy.dp_sgd_accounting import (
+    cdp_claim,
+    dp_sgd_epsilon,
+    dp_sgd_event,
+    noise_multiplier_for_epsilon,
+)
 from audit.privacy.events import (
     ComposedEvent,
     Event,
@@ -34,7 +39,7 @@ from audit.privacy.pixelization import (
     valid_cell_sizes,
 )
 from audit.privacy.rdp import RDP_ORDERS
-from audit.privacy.termwise import (
+from audit.privacy.termwise_accounting import (
     TermwiseAccounting,
     paper_kappa,
     paper_kappa_epsilon,
@@ -44,7 +49,7 @@ from audit.privacy.termwise import (
     termwise_event,
     termwise_noise_for_epsilon,
 )
-from audit.privacy.vae_ldp import (
+from audit.privacy.vae_ldp_accounting import (
     vae_ldp_claim,
     vae_ldp_epsilon,
     vae_ldp_event,

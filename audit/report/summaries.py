@@ -180,7 +180,7 @@ def sweet_spots(settings: pd.DataFrame, limits: Sequence[float] = MI_AP_LIMITS) 
 def utility_note(frame: pd.DataFrame) -> str | None:
     """Why the accuracy axis of one dataset and profile measures nothing, or None where it does:
     some row's non-private baseline is not above chance (``utility_valid``, a one-sided exact
-    binomial test at 1 % on the test-set size; :func:`audit.metrics.above_chance`)."""
+    binomial test at 1 % on the test-set size; :func:`audit.tradeoff.above_chance`)."""
     if "utility_valid" not in frame or frame["utility_valid"].astype(bool).all():
         return None  # valid, or a runs.csv from before the flag: nothing to judge by
     base = frame[frame["mech"] == NONE]

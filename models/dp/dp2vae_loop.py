@@ -20,7 +20,8 @@ weights, so the whole module is as private as its decoder. The image VAE and the
 both supported (:data:`DECODER_MODULES`).
 
 Notes:
-    The accounting is ``audit.privacy.dp2vae``; it reads :class:`Dp2Record`. A record's subset
+    The accounting is ``audit.privacy.dp2vae_accounting``; it reads :class:`Dp2Record`. A record's
+    subset
     is a keyed hash of (seed, D_train index) alone (:func:`record_subset`), so adding or
     removing a record moves no other record. Every random draw is independent of the data:
     the subset choices come from one generator, each step's Poisson coins and
@@ -81,7 +82,7 @@ class Dp2Settings:
 
 @dataclass(frozen=True)
 class Dp2Record:
-    """What a DP2-VAE run did; ``audit.privacy.dp2vae`` reads n_train, subsets, steps,
+    """What a DP2-VAE run did; ``audit.privacy.dp2vae_accounting`` reads n_train, subsets, steps,
     noise_multiplier and max_batch_size.
 
     Attributes:

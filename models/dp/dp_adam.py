@@ -199,7 +199,8 @@ def train_dp_vae(
 
     Notes:
         The number of steps is ``ceil(epochs * N / B)``, the schedule the accountant
-        (``audit.privacy.cdp``) assumes; the steps taken are recorded in ``history.dp``.
+        (``audit.privacy.dp_sgd_accounting``) assumes; the steps taken are recorded in
+        ``history.dp``.
         Epochs here are ``N / B`` steps each and only group the loss history. The train loss in
         the history is the mean unclipped phi over sampled records (not privatised; it is never
         released).

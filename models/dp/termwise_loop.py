@@ -15,7 +15,8 @@ Notes:
     Partitions are fixed per record and independent of every other record: record i's partition
     is a keyed hash of (seed, i) modulo b (:func:`partition_assignment`), neither positional
     chunks of the sampled batch nor a balanced permutation of D_train (both move other records'
-    partitions when one record is added or removed; see ``audit.privacy.termwise``). Adding or
+    partitions when one record is added or removed; see ``audit.privacy.termwise_accounting``).
+    Adding or
     removing one record then changes its own clipped phi-gradient (by <= C1) and only its own
     partition's clipped psi-gradient (by <= 2 C2): paper 004's Lemma 2 counts C1 + C2. Partition
     sizes are therefore not balanced; a partition with fewer than two records in a batch (the

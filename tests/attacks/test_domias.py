@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.base import Measure, ResultKey, Variant
+from attacks.attack import Measure, ResultKey, Variant
 from attacks.domias import DomiasAttack, log_density_ratio
 from attacks.features import flat_features
 from attacks.threat import Records, Release

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.base import AttackData, ResultKey, Variant
+from attacks.attack import AttackData, ResultKey, Variant
 from attacks.distances import Distance
 from attacks.latent_search import LatentSearchAttack
 from attacks.reconstruction import record_noise_rng

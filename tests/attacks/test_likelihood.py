@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.base import AttackData, Measure, ResultKey, Variant
+from attacks.attack import AttackData, Measure, ResultKey, Variant
 from attacks.likelihood import Likelihood, LikelihoodAttack, lira_offline
 from attacks.reconstruction import record_noise_rng
 from attacks.threat import Release

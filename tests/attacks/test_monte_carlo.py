@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.base import AttackData, Measure, ResultKey, Variant
+from attacks.attack import AttackData, Measure, ResultKey, Variant
 from attacks.features import flat_features, pca_features
 from attacks.monte_carlo import MonteCarloAttack, monte_carlo_scores
 from attacks.threat import Records, Release

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.base import AttackData
+from attacks.attack import AttackData
 from attacks.distances import Distance
 from attacks.metrics import AttackMetrics
 from attacks.reconstruction import ChunkPlan, ReconstructionAttack, record_noise_rng

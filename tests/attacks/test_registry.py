@@ -45,7 +45,7 @@ def test_registering_a_different_class_under_a_taken_name_is_refused() -> None:
 
 
 def test_every_registered_attack_is_built_by_one_function_from_profile_settings() -> None:
-    from attacks.base import AttackSettings
+    from attacks.attack import AttackSettings
     from attacks.distances import Distance
     from attacks.registry import build_attack
 
@@ -69,7 +69,7 @@ def test_every_registered_attack_is_built_by_one_function_from_profile_settings(
     ],
 )
 def test_attack_settings_are_validated(kwargs, message) -> None:
-    from attacks.base import AttackSettings
+    from attacks.attack import AttackSettings
 
     with pytest.raises(ValueError, match=message):
         AttackSettings(**kwargs)

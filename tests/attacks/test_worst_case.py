@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attacks.base import AttackData, AttackResult, Measure, Variant
+from attacks.attack import AttackData, AttackResult, Measure, Variant
 from attacks.domias import DomiasAttack
 from attacks.latent_search import LatentSearchAttack
 from attacks.likelihood import LikelihoodAttack

@@ -134,7 +134,7 @@ def test_an_empty_hook_leaves_training_bit_identical() -> None:
     from dataclasses import replace
 
     from audit.empirical.one_run import _fresh_model, _run_settings
-    from audit.mechanisms.base import Prepared
+    from audit.mechanisms.mechanism import Prepared
     from models.dp import train_dp_vae
 
     cell, data = tiny_cell(), tiny_data()

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from audit.metrics import phi_score
+from audit.tradeoff import phi_score
 
 
 def test_phi_matches_equation_2_by_hand():
@@ -47,7 +47,7 @@ def test_phi_nan_propagates():
 def test_above_chance_is_a_one_sided_binomial_test_at_1pct(correct, n, chance, valid):
     from scipy.stats import binom
 
-    from audit.metrics import above_chance
+    from audit.tradeoff import above_chance
 
     assert above_chance(correct / n, n_test=n, chance=chance) is valid
     assert bool(binom.sf(correct - 1, n, chance) < 0.01) is valid

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.base import AttackData, AttackResult, Measure, Variant
+from attacks.attack import AttackData, AttackResult, Measure, Variant
 from attacks.distances import Distance
 from attacks.threat import LatentGenerativeModel
 from models.vae import ConditionalConvVAE

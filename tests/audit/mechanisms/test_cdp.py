@@ -14,9 +14,9 @@ from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, Sweep
 from audit.mechanisms import CellData, Context, Trained, get_mechanism
 from audit.mechanisms import make_cell as build_cell
 from audit.mechanisms.cdp import MEDIAN_SOURCE, ClipNormRule, parse_clip_norm
-from audit.mechanisms.termwise import partition_sensitivity
-from audit.privacy.cdp import cdp_claim, dp_sgd_epsilon
-from audit.privacy.termwise import termwise_epsilon
+from audit.mechanisms.cdp_termwise import partition_sensitivity
+from audit.privacy.dp_sgd_accounting import cdp_claim, dp_sgd_epsilon
+from audit.privacy.termwise_accounting import termwise_epsilon
 from audit.sweep import run_sweep
 from core.progress import null_progress
 from core.schedule import dp_sgd_steps
@@ -219,7 +219,7 @@ def test_dp_noise_and_termwise_seeds_differ_per_cell(monkeypatch):
     """Cells that differ only in z (or in any option) draw independent DP noise, partitions and
     prior samples; the same cell draws the same."""
     import audit.mechanisms.cdp as cdp_module
-    import audit.mechanisms.termwise as termwise_module
+    import audit.mechanisms.cdp_termwise as termwise_module
 
     seen: list[tuple[int, ...]] = []
 

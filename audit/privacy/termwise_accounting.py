@@ -36,10 +36,10 @@ import math
 from enum import Enum
 
 from audit.privacy import accountant
-from audit.privacy.calibration import calibrate_noise_multiplier
-from audit.privacy.cdp import ACCOUNTANT, dp_sgd_epsilon
 from audit.privacy.claim import Conversion, PrivacyClaim
+from audit.privacy.dp_sgd_accounting import ACCOUNTANT, dp_sgd_epsilon
 from audit.privacy.events import ComposedEvent, GaussianEvent, PoissonSampledEvent
+from audit.privacy.noise_calibration import calibrate_noise_multiplier
 from core.schedule import dp_sgd_steps
 from core.validation import (
     check_batch,
@@ -153,7 +153,7 @@ def termwise_epsilon(
 ) -> float:
     """Epsilon of term-wise DP-Adam with noise multiplier s on both terms.
 
-    Schedule and orders as :func:`audit.privacy.cdp.dp_sgd_epsilon`; with
+    Schedule and orders as :func:`audit.privacy.dp_sgd_accounting.dp_sgd_epsilon`; with
     ``batch_clip_norm == 0`` the result equals it exactly.
     """
     check_batch(n_train=n_train, batch_size=batch_size, epochs=epochs)

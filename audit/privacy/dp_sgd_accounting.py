@@ -8,9 +8,9 @@ here and is never larger.
 from __future__ import annotations
 
 from audit.privacy import accountant
-from audit.privacy.calibration import calibrate_noise_multiplier
 from audit.privacy.claim import Conversion, PrivacyClaim
 from audit.privacy.events import ComposedEvent, GaussianEvent, PoissonSampledEvent, repeated
+from audit.privacy.noise_calibration import calibrate_noise_multiplier
 from core.schedule import dp_sgd_steps
 from core.validation import (
     check_batch,

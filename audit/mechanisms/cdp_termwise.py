@@ -4,7 +4,8 @@ Options (:class:`TermwiseOptions`): those of ``cdp`` (``clip_norm`` is C1) plus
 ``clip_norm_2`` (C2, default ``DEFAULT_CLIP_RATIO * C1``), ``divergence`` (mmd or sparse,
 default mmd), ``alpha`` (default 100), ``partitions`` (b, default 4) and ``termwise_accounting``
 (stacked, the only value accepted: composed is refused because both terms share one Poisson
-batch; see ``audit.privacy.termwise``). C2 = 0 or alpha = 0 trains and accounts standard DP-Adam.
+batch; see ``audit.privacy.termwise_accounting``). C2 = 0 or alpha = 0 trains and accounts standard
+DP-Adam.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.base import CellData, Context, Prepared, Trained
 from audit.mechanisms.cdp import (
     CdpEpsilonParams,
     CdpOptions,
@@ -22,9 +22,10 @@ from audit.mechanisms.cdp import (
     run_facts,
     with_extra,
 )
+from audit.mechanisms.mechanism import CellData, Context, Prepared, Trained
 from audit.options import MechanismOptions, non_negative_float, option, positive_int
 from audit.privacy.claim import PrivacyClaim
-from audit.privacy.termwise import (
+from audit.privacy.termwise_accounting import (
     PARTITION_SENSITIVITY_SHARED,
     TermwiseAccounting,
     check_run_accounting,
@@ -127,7 +128,8 @@ class TermwiseDP(CentralDP):
     """``cdp-termwise``: sample-wise clip C1, per-partition clip C2, one noise multiplier s.
 
     Notes:
-        The claim (``audit.privacy.termwise.termwise_claim``) accounts both releases of every
+        The claim (``audit.privacy.termwise_accounting.termwise_claim``) accounts both releases of
+        every
         step stacked (one sampled Gaussian at s / sqrt(1 + k^2) on the shared batch), with k from
         :func:`partition_sensitivity`; its method names the accounting, and its extra holds paper
         004's own kappa-based epsilon for comparison.

@@ -10,7 +10,7 @@ import pytest
 from scipy import integrate, stats
 
 from audit.privacy.claim import Conversion
-from audit.privacy.dp2vae import (
+from audit.privacy.dp2vae_accounting import (
     dp2vae_claim,
     dp2vae_epsilon,
     dp2vae_noise_for_epsilon,
