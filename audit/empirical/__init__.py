@@ -6,7 +6,7 @@
   and series Laplace, vae-ldp's release) on worst-case neighbouring inputs.
 - :mod:`audit.empirical.one_run`: the one-run audit of a cdp cell with gradient or input
   canaries in one extra DP-Adam run.
-- :mod:`audit.empirical.command`: ``benchmark.py audit``.
+- :mod:`audit.cli.audit_command`: ``benchmark.py audit``.
 
 A lower bound above the claim is a bug in the mechanism or its accounting.
 """

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import benchmark
+from audit.cli.run_command import build_run_parser, config_from_args
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,7 +111,7 @@ def test_help_explains_every_option():
 def _cells(argv: list[str]):
     from audit.sweep import build_cells
 
-    return build_cells(benchmark.config_from_args(benchmark.build_run_parser().parse_args(argv)))
+    return build_cells(config_from_args(build_run_parser().parse_args(argv)))
 
 
 def test_window_stride_is_recorded_in_every_cell_and_reaches_the_loader(tmp_path, monkeypatch):
@@ -205,7 +206,7 @@ def test_report_out_that_is_a_file_is_one_line(tmp_path, capsys):
 
 
 def test_help_shows_no_meaningless_defaults():
-    text = benchmark.build_run_parser().format_help()
+    text = build_run_parser().format_help()
     flat = " ".join(text.split())
     assert "(default: True)" not in flat and "(default: False)" not in flat
     assert "(default: 0)" not in flat  # -v is a counter

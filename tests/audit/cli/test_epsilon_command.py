@@ -2,7 +2,7 @@ import shlex
 
 import pytest
 
-from audit.cli.epsilon import build_epsilon_parser, epsilon_request, run_epsilon
+from audit.cli.epsilon_command import build_epsilon_parser, epsilon_request, run_epsilon
 from audit.privacy import dp_sgd_epsilon, termwise_epsilon
 
 
@@ -162,7 +162,7 @@ def test_both_noise_options_are_refused():
 
 
 def test_every_mechanism_with_accounting_is_offered_and_none_is_not():
-    from audit.cli.epsilon import accounted_mechanisms
+    from audit.cli.epsilon_command import accounted_mechanisms
 
     assert [m.value for m in accounted_mechanisms()] == ["cdp", "cdp-termwise", "ldp", "vae-ldp"]
     with pytest.raises(ValueError, match="invalid choice: 'none'"):

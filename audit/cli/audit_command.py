@@ -4,35 +4,30 @@ and one parameter value; the last line printed is the bare lower bound.
   benchmark.py audit --dataset NAME --mech MECH --grid VALUE [--profile P] [--canaries m]
                      [--draws M] [--seed S] [--canary-kind gradient|input]
 
-A usage error raises ValueError, which ``benchmark.main`` prints as one 'error:' line (status 2).
+A usage error raises ValueError, which :func:`audit.cli.main.main` prints as one 'error:' line
+(status 2).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import math
-import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 
+from audit.cli.logs import configure_logging
+from audit.cli.parsing import Parser, add_verbosity
 from audit.empirical.local import DRAWS, LocalAudit, Pattern
 
 AUDITED = ("cdp", "ldp", "vae-ldp")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose usage errors become ValueError (one line, status 2, in benchmark.main)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ValueError(f"{message} (see {self.prog} --help)")
 
 
 def build_audit_parser() -> argparse.ArgumentParser:
     from audit.config import ProfileName
     from audit.datasets import dataset_names
 
-    p = _Parser(
+    p = Parser(
         prog="benchmark.py audit",
         description="Empirical epsilon lower bound for one mechanism and parameter value. "
         "ldp and vae-ldp: black-box threshold tests on worst-case inputs (M draws each, "
@@ -77,7 +72,7 @@ def build_audit_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="root seed (cell and audit)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (cdp)")
     p.add_argument("--data-home", type=Path, default=None, help="where LFW/MotionSense live")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    add_verbosity(p)
     return p
 
 
@@ -86,7 +81,49 @@ def _positive(name: str, value: int | None) -> None:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
-def _cell_and_data(args: argparse.Namespace):
+@dataclass(frozen=True)
+class AuditRequest:
+    """A validated ``benchmark.py audit`` request (one mechanism, one parameter value)."""
+
+    dataset: str
+    mech: str
+    grid: float
+    profile: str
+    seed: int = 0
+    canaries: int | None = None
+    canary_kind: str = "gradient"
+    k_plus: int | None = None
+    k_minus: int | None = None
+    delta: float | None = None
+    draws: int | None = None
+    device: str = "cpu"
+    data_home: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.mech not in AUDITED:
+            raise ValueError(f"unknown mechanism {self.mech!r} to audit; choose one of {AUDITED}")
+        _positive("--canaries", self.canaries)
+        _positive("--draws", self.draws)
+        if self.seed < 0:
+            raise ValueError(f"--seed must be >= 0, got {self.seed!r}")
+        if not (math.isfinite(self.grid) and self.grid > 0):
+            raise ValueError(f"--grid must be a positive finite number, got {self.grid!r}")
+        if self.mech != "cdp" and (self.canaries, self.k_plus, self.k_minus) != (None,) * 3:
+            raise ValueError(f"--canaries/--k-plus/--k-minus apply to cdp only, not {self.mech!r}")
+        if self.delta is not None and not 0 < self.delta < 1:
+            raise ValueError(f"--delta must lie in (0, 1), got {self.delta!r}")
+        if self.mech == "ldp" and self.delta is not None:
+            raise ValueError("--delta does not apply to ldp (pure eps-DP, delta = 0)")
+        if self.mech == "cdp" and self.draws is not None:
+            raise ValueError("--draws applies to ldp and vae-ldp; cdp takes --canaries")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> AuditRequest:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def _cell_and_data(args: AuditRequest):
     from audit.config import CellConfig, MechanismName, ProfileName, profile_for
     from audit.datasets import dataset_modality, load_dataset, stratified_split
     from audit.mechanisms import build_options, get_mechanism
@@ -121,7 +158,7 @@ def _local_lines(audit: LocalAudit) -> list[str]:
     ]
 
 
-def _run_local(args: argparse.Namespace) -> tuple[list[str], float]:
+def _run_local(args: AuditRequest) -> tuple[list[str], float]:
     from audit.empirical.local import audit_laplace_series, audit_pixelization, audit_vae_ldp
     from audit.mechanisms.ldp import default_neighborhood
     from core.records import Modality, record_modality
@@ -161,7 +198,7 @@ def _run_local(args: argparse.Namespace) -> tuple[list[str], float]:
     return lines, audits[Pattern.ANY_TWO].epsilon
 
 
-def _run_cdp(args: argparse.Namespace) -> tuple[list[str], float]:
+def _run_cdp(args: AuditRequest) -> tuple[list[str], float]:
     from audit.empirical.one_run import OneRunSettings, audit_one_run
     from audit.mechanisms import Context
     from core.progress import null_progress
@@ -199,35 +236,15 @@ def _run_cdp(args: argparse.Namespace) -> tuple[list[str], float]:
     return lines, b.epsilon
 
 
-def run_audit(argv: Sequence[str]) -> str:
-    """The subcommand's text; its last line is the bare lower bound.
-
-    Raises:
-        ValueError: bad options or values (quoted).
-    """
-    args = build_audit_parser().parse_args(list(argv))
-    _positive("--canaries", args.canaries)
-    _positive("--draws", args.draws)
-    if args.seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {args.seed!r}")
-    if not (math.isfinite(args.grid) and args.grid > 0):
-        raise ValueError(f"--grid must be a positive finite number, got {args.grid!r}")
-    if args.mech != "cdp" and (args.canaries, args.k_plus, args.k_minus) != (None, None, None):
-        raise ValueError(f"--canaries/--k-plus/--k-minus apply to cdp only, not {args.mech!r}")
-    if args.delta is not None and not 0 < args.delta < 1:
-        raise ValueError(f"--delta must lie in (0, 1), got {args.delta!r}")
-    if args.mech == "ldp" and args.delta is not None:
-        raise ValueError("--delta does not apply to ldp (pure eps-DP, delta = 0)")
-    if args.mech == "cdp" and args.draws is not None:
-        raise ValueError("--draws applies to ldp and vae-ldp; cdp takes --canaries")
-    level = logging.WARNING if args.verbose == 0 else logging.INFO
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
-    if args.verbose == 0:
-        warnings.filterwarnings("ignore")
-    lines, bound = _run_cdp(args) if args.mech == "cdp" else _run_local(args)
+def run_audit(request: AuditRequest) -> str:
+    """The subcommand's text; its last line is the bare lower bound."""
+    run = _run_cdp if request.mech == "cdp" else _run_local
+    lines, bound = run(request)
     return "\n".join([*lines, f"{bound:.10g}"])
 
 
 def audit_main(argv: Sequence[str]) -> int:
-    print(run_audit(argv))
+    args = build_audit_parser().parse_args(list(argv))
+    configure_logging(args.verbose)
+    print(run_audit(AuditRequest.from_args(args)))
     return 0

@@ -5,38 +5,29 @@
   benchmark.py check --calibrate DIR [DIR ...] --write FILE [--sigmas 3] [--tolerance 0.02]
                      [--source-command CMD ...]
 
-A usage error raises ValueError, which ``benchmark.main`` prints as one 'error:' line (status 2).
+A usage error raises ValueError, which :func:`audit.cli.main.main` prints as one 'error:' line
+(status 2).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from audit.cli.logs import configure_logging
+from audit.cli.parsing import Parser, add_verbosity
 from audit.gate import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR
 
 COMMANDS = ("report", "check")
 IMAGE_FORMATS = ("png", "pdf", "svg")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose usage errors become ValueError (one line, status 2, in benchmark.main)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ValueError(f"{message} (see {self.prog} --help)")
-
-
-def _verbosity(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv)")
-
-
 def build_report_parser() -> argparse.ArgumentParser:
     from audit.report import FORMATS, MI_AP_LIMITS, REPORT_DIR
 
-    p = _Parser(
+    p = Parser(
         prog="benchmark.py report",
         allow_abbrev=False,
         description="Tables, sweet spots and figures (paper 003, Figures 3-6) from the rows of "
@@ -81,12 +72,12 @@ def build_report_parser() -> argparse.ArgumentParser:
         help="skip the reconstruction and sample grids (image grids, or line plots for "
         "series; they reload the data and the models)",
     )
-    _verbosity(p)
+    add_verbosity(p)
     return p
 
 
 def build_check_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="benchmark.py check",
         allow_abbrev=False,
         description="CI gate: compare every row of the run in DIR (read from DIR/cells/) with a "
@@ -129,27 +120,88 @@ def build_check_parser() -> argparse.ArgumentParser:
         help="calibration: tolerance floor stored in every entry "
         f"(default {DEFAULT_TOLERANCE_FLOOR:g})",
     )
-    _verbosity(p)
+    add_verbosity(p)
     return p
 
 
-def _configure_logging(verbosity: int) -> None:
-    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
-    if verbosity == 0:
-        warnings.filterwarnings("ignore")
+@dataclass(frozen=True)
+class ReportRequest:
+    """``benchmark.py report``: which run, where the report goes, what it draws."""
+
+    run_dir: Path
+    out: Path | None
+    formats: tuple[str, ...]
+    limits: tuple[float, ...]
+    data_home: Path | None
+    images: bool
 
 
-def run_report(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class CheckRequest:
+    """``benchmark.py check --thresholds FILE DIR``."""
+
+    run_dir: Path
+    thresholds: Path
+
+
+@dataclass(frozen=True)
+class CalibrateRequest:
+    """``benchmark.py check --calibrate DIR ... --write FILE``."""
+
+    run_dirs: tuple[Path, ...]
+    write: Path
+    sigmas: float
+    tolerance: float
+    source_commands: tuple[str, ...]
+
+
+def report_request(args: argparse.Namespace) -> ReportRequest:
+    return ReportRequest(
+        run_dir=args.dir,
+        out=args.out,
+        formats=tuple(args.formats),
+        limits=tuple(args.limits),
+        data_home=args.data_home,
+        images=args.images,
+    )
+
+
+def check_request(args: argparse.Namespace) -> CheckRequest | CalibrateRequest:
+    """The gate's request: a check against thresholds, or a calibration."""
+    if args.calibrate:
+        if args.dir is not None:
+            raise ValueError(
+                f"check --calibrate takes its directories after --calibrate; got an "
+                f"extra DIR {str(args.dir)!r}"
+            )
+        if args.write is None:
+            raise ValueError("check --calibrate needs --write FILE (where the thresholds go)")
+        return CalibrateRequest(
+            run_dirs=tuple(args.calibrate),
+            write=args.write,
+            sigmas=DEFAULT_SIGMAS if args.sigmas is None else args.sigmas,
+            tolerance=DEFAULT_TOLERANCE_FLOOR if args.tolerance is None else args.tolerance,
+            source_commands=tuple(args.source_command or ()),
+        )
+    if args.dir is None:
+        raise ValueError("check --thresholds FILE needs the sweep directory DIR")
+    if any(x is not None for x in (args.write, args.sigmas, args.tolerance, args.source_command)):
+        raise ValueError(
+            "--write, --sigmas, --tolerance and --source-command belong to --calibrate"
+        )
+    return CheckRequest(run_dir=args.dir, thresholds=args.thresholds)
+
+
+def run_report(request: ReportRequest) -> int:
     from audit.report import write_report
 
     report = write_report(
-        args.dir,
-        args.out,
-        formats=args.formats,
-        limits=args.limits,
-        data_home=args.data_home,
-        images=args.images,
+        request.run_dir,
+        request.out,
+        formats=request.formats,
+        limits=request.limits,
+        data_home=request.data_home,
+        images=request.images,
     )
     skipped = f"; {len(report.skipped)} note(s) on skipped figures in it" if report.skipped else ""
     print(
@@ -159,16 +211,10 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_check(args: argparse.Namespace) -> int:
+def run_check(request: CheckRequest) -> int:
     from audit.gate import check_dir, format_violations
 
-    if args.dir is None:
-        raise ValueError("check --thresholds FILE needs the sweep directory DIR")
-    if any(x is not None for x in (args.write, args.sigmas, args.tolerance, args.source_command)):
-        raise ValueError(
-            "--write, --sigmas, --tolerance and --source-command belong to --calibrate"
-        )
-    result = check_dir(args.dir, args.thresholds)
+    result = check_dir(request.run_dir, request.thresholds)
     if result.violations:
         print(format_violations(result.violations))
     for line in result.missing:
@@ -192,28 +238,20 @@ def run_check(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
-def run_calibrate(args: argparse.Namespace) -> int:
+def run_calibrate(request: CalibrateRequest) -> int:
     from audit.gate import calibrate, write_thresholds
 
-    if args.dir is not None:
-        raise ValueError(
-            f"check --calibrate takes its directories after --calibrate; got an "
-            f"extra DIR {str(args.dir)!r}"
-        )
-    if args.write is None:
-        raise ValueError("check --calibrate needs --write FILE (where the thresholds go)")
-    sigmas = DEFAULT_SIGMAS if args.sigmas is None else args.sigmas
-    tolerance = DEFAULT_TOLERANCE_FLOOR if args.tolerance is None else args.tolerance
     doc = calibrate(
-        args.calibrate,
-        sigmas=sigmas,
-        tolerance=tolerance,
-        source_commands=args.source_command or (),
+        request.run_dirs,
+        sigmas=request.sigmas,
+        tolerance=request.tolerance,
+        source_commands=request.source_commands,
     )
-    write_thresholds(args.write, doc)
+    write_thresholds(request.write, doc)
+    n = len(request.run_dirs)
     print(
-        f"thresholds written to {args.write}: {len(doc['entries'])} entries from "
-        f"{len(args.calibrate)} sweep director{'y' if len(args.calibrate) == 1 else 'ies'}"
+        f"thresholds written to {request.write}: {len(doc['entries'])} entries from "
+        f"{n} sweep director{'y' if n == 1 else 'ies'}"
     )
     return 0
 
@@ -222,10 +260,13 @@ def run_command(name: str, argv: Sequence[str]) -> int:
     """Run subcommand ``name`` (report or check) with its arguments; returns the exit status."""
     if name == "report":
         args = build_report_parser().parse_args(list(argv))
-        _configure_logging(args.verbose)
-        return run_report(args)
+        configure_logging(args.verbose)
+        return run_report(report_request(args))
     if name == "check":
         args = build_check_parser().parse_args(list(argv))
-        _configure_logging(args.verbose)
-        return run_calibrate(args) if args.calibrate else run_check(args)
+        configure_logging(args.verbose)
+        request = check_request(args)
+        if isinstance(request, CalibrateRequest):
+            return run_calibrate(request)
+        return run_check(request)
     raise ValueError(f"unknown command {name!r}; choose one of: {', '.join(COMMANDS)}")

@@ -1,0 +1,58 @@
+"""``benchmark.py``: dispatch to the subcommand; bad input is one ``error:`` line and status 2.
+
+  python benchmark.py [--dataset NAME] [--mech MECH ...] [--profile quick|standard|paper] ...
+  python benchmark.py epsilon ...        privacy accounting on demand (prints a bare number last)
+  python benchmark.py audit ...          empirical epsilon lower bound (prints a bare number last)
+  python benchmark.py report DIR         tables and plots from DIR's cells
+  python benchmark.py check --thresholds FILE DIR    the CI gate on MI AP and accuracy
+
+An incomplete sweep (cells that failed) exits 1; an interrupt 130 (finished cells are kept).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+
+def _subcommand(name: str) -> Callable[[Sequence[str]], int]:
+    if name == "epsilon":
+        from audit.cli.epsilon_command import epsilon_main
+
+        return epsilon_main
+    if name == "audit":
+        from audit.cli.audit_command import audit_main
+
+        return audit_main
+    from audit.cli.results_commands import run_command
+
+    return lambda argv: run_command(name, argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    from audit.cli.run_command import run_main
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in ("epsilon", "audit", "report", "check"):
+            return _subcommand(argv[0])(argv[1:])
+        return run_main(argv)
+    except ValueError as exc:  # includes DatasetUnavailable: bad input, one line, status 2
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        from audit.sweep import SweepIncomplete
+
+        if not isinstance(exc, SweepIncomplete):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except SystemExit as exc:  # argparse --help (0)
+        return exc.code if isinstance(exc.code, int) else 2
+    except KeyboardInterrupt:
+        print(
+            "interrupted; finished cells are kept, rerun the same command to resume",
+            file=sys.stderr,
+        )
+        return 130

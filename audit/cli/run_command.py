@@ -1,0 +1,314 @@
+"""The sweep: ``benchmark.py [--dataset NAME] [--mech MECH ...] [--profile P] ...``.
+
+The arguments become one frozen, validated :class:`~audit.config.SweepConfig` here (the run
+request: profile overrides applied, each mechanism's typed options built once); nothing deeper
+sees the argparse namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from audit.cli.logs import configure_logging
+from audit.cli.parsing import Parser, add_verbosity, positive_int_or_all
+
+SUBCOMMANDS = ("epsilon", "audit", "report", "check")
+
+
+def build_run_parser() -> argparse.ArgumentParser:
+    from audit.attack_plan import SWEEP_ATTACKS
+    from audit.config import PROFILES, SERIES_EPOCHS, MechanismName, ProfileName
+    from audit.datasets import dataset_names
+
+    p = Parser(
+        prog="benchmark.py",
+        description="Train VAEs under a privacy mechanism, attack them with the reconstruction "
+        "membership-inference attack (MSE and SSIM), measure the utility of generated data, and "
+        "write one CSV row per (dataset, mechanism, parameter, seed, distance) to OUT/runs.csv. "
+        f"Other commands: {', '.join(SUBCOMMANDS)} (run 'benchmark.py COMMAND --help').",
+    )
+    p.add_argument(
+        "--dataset",
+        default="lfw-subset",
+        help=f"dataset: {', '.join(dataset_names())} (PATH: an .npz with X and y)",
+    )
+    p.add_argument(
+        "--mech",
+        nargs="+",
+        default=["none"],
+        metavar="MECH",
+        help="mechanism(s): "
+        + ", ".join(m.value for m in MechanismName)
+        + ", or 'all'; the non-private baseline (none) always runs too, for phi",
+    )
+    p.add_argument(
+        "--profile",
+        default=ProfileName.STANDARD.value,
+        choices=[x.value for x in ProfileName],
+        help="quick: CI scale (minutes); standard: a full grid on an embedded dataset "
+        "within the hour on 2 cores; paper: paper 003's scale (GPU)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="output directory (default results/DATASET-PROFILE)"
+    )
+    p.add_argument("--seeds", nargs="+", type=int, default=[0], help="root seeds, one run each")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument(
+        "--data-home",
+        type=Path,
+        default=None,
+        help="where downloadable datasets (LFW, MotionSense) live or are downloaded to",
+    )
+    p.add_argument(
+        "--window-stride",
+        type=int,
+        default=None,
+        metavar="N",
+        help="motionsense: samples between the starts of consecutive 10 s windows of a "
+        "recording (default 500: non-overlapping; 250: half overlap); recorded in every cell",
+    )
+    p.add_argument(
+        "--attack",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="attack(s) every cell runs, from the sweep's attack list ("
+        + ", ".join(SWEEP_ATTACKS)
+        + "); each must apply to what every selected mechanism releases "
+        "(default: every attack of the list each mechanism's release allows)",
+    )
+    p.add_argument(
+        "--grid",
+        nargs="+",
+        type=float,
+        default=None,
+        help="parameter values replacing the mechanism's default grid "
+        "(noise multipliers z for cdp, eps_i for ldp, sigma for vae-ldp)",
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--resume",
+        dest="overwrite",
+        action="store_false",
+        default=False,
+        help="reuse finished cells (the default)",
+    )
+    g.add_argument(
+        "--overwrite",
+        dest="overwrite",
+        action="store_true",
+        help="recompute every cell even if it finished before",
+    )
+    p.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="hide progress bars"
+    )
+    p.add_argument(
+        "--no-report",
+        dest="report",
+        action="store_false",
+        help="do not write OUT/report (tables and figures) at the end; "
+        "'benchmark.py report OUT' writes it later",
+    )
+    add_verbosity(p)
+    ex = p.add_argument_group("where cells run")
+    ex.add_argument(
+        "--executor",
+        default="local",
+        choices=["local", "ray"],
+        help="local: one cell after another in this process (default); ray: each cell is a Ray "
+        "task (pip install -e '.[ray]'); the driver alone writes cells and runs.csv",
+    )
+    ex.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="a running Ray cluster (e.g. auto, ray://host:10001); default: start a local one",
+    )
+    ex.add_argument(
+        "--cell-cpus", type=float, default=None, metavar="N", help="CPUs per cell task (1)"
+    )
+    ex.add_argument(
+        "--cell-gpus", type=float, default=None, metavar="N", help="GPUs per cell task (0)"
+    )
+
+    prof = p.add_argument_group("profile overrides (defaults come from --profile)")
+    std = PROFILES[ProfileName.STANDARD]
+    quick_series = SERIES_EPOCHS[ProfileName.QUICK]
+    prof.add_argument(
+        "--epochs",
+        type=int,
+        help=f"target VAE epochs (standard: {std.epochs}; quick: "
+        f"{PROFILES[ProfileName.QUICK].epochs}, {quick_series} for series datasets)",
+    )
+    prof.add_argument("--batch-size", type=int, help=f"VAE batch size (standard: {std.batch_size})")
+    prof.add_argument("--lr", type=float, help=f"VAE Adam learning rate (standard: {std.lr})")
+    prof.add_argument("--latent-dim", type=int, help=f"latent size d (standard: {std.latent_dim})")
+    prof.add_argument("--beta", type=float, help=f"KL weight (standard: {std.beta})")
+    prof.add_argument(
+        "--attack-samples",
+        type=int,
+        help=f"reconstructions N per attacked record (paper 300; standard: {std.attack_samples})",
+    )
+    prof.add_argument(
+        "--attack-records",
+        type=positive_int_or_all,
+        default=argparse.SUPPRESS,
+        help="size of D_atk, half members half non-members, or 'all' "
+        "(paper 2000; capped by |D_train| and |D_test|)",
+    )
+    prof.add_argument("--classifier-epochs", type=int, help="target classifier max epochs")
+    prof.add_argument("--classifier-patience", type=int, help="early-stopping patience")
+    prof.add_argument(
+        "--max-train",
+        type=positive_int_or_all,
+        default=argparse.SUPPRESS,
+        help=f"cap on |D_train| (stratified subset), or 'all' (standard: {std.max_train})",
+    )
+
+    prof.add_argument(
+        "--gen-records",
+        type=int,
+        help="|D_gen|: generated records the utility classifier trains on, labels in "
+        f"D_train's class shares (standard: {std.gen_records}; quick: "
+        f"{PROFILES[ProfileName.QUICK].gen_records})",
+    )
+
+    mech = p.add_argument_group("mechanism options (each mechanism declares its own)")
+    from audit.mechanisms import declared_options
+    from audit.options import option_flags
+
+    for option in option_flags(declared_options()):
+        option.add_to(mech)
+    return p
+
+
+PROFILE_FIELDS = (
+    "epochs",
+    "batch_size",
+    "lr",
+    "latent_dim",
+    "beta",
+    "attack_samples",
+    "attack_records",
+    "classifier_epochs",
+    "classifier_patience",
+    "max_train",
+    "gen_records",
+)
+
+
+def config_from_args(args: argparse.Namespace):  # -> SweepConfig
+    from audit.config import (
+        MechanismName,
+        ProfileName,
+        SweepConfig,
+        override_profile,
+        parse_enum,
+        profile_for,
+    )
+    from audit.datasets import dataset_modality
+    from audit.mechanisms import available_mechanisms, build_options, declared_options
+
+    profile_name = ProfileName(args.profile)
+    overrides = {f: getattr(args, f) for f in PROFILE_FIELDS if hasattr(args, f)}
+    profile = profile_for(profile_name, dataset_modality(args.dataset))
+    for name in ("attack_records", "max_train"):  # 'all' is None, which must still override
+        if name in overrides and overrides[name] is None:
+            from dataclasses import replace
+
+            profile = replace(profile, **{name: None})
+    profile = override_profile(profile, **overrides)
+    if "all" in args.mech:
+        mechs = tuple(available_mechanisms())
+    else:
+        mechs = tuple(parse_enum(MechanismName, m, "mechanism") for m in args.mech)
+    # every option some registered mechanism reads, typed once here per selected mechanism
+    names = {n for options_type in declared_options().values() for n in options_type.names()}
+    options = build_options(mechs, {k: getattr(args, k, None) for k in sorted(names)})
+    out = (
+        args.out
+        or Path("results") / f"{args.dataset.replace(':', '_').replace('/', '_')}-{args.profile}"
+    )
+    return SweepConfig(
+        dataset=args.dataset,
+        mechs=mechs,
+        profile_name=profile_name,
+        profile=profile,
+        seeds=tuple(args.seeds),
+        out=out,
+        device=args.device,
+        data_home=args.data_home,
+        grid=tuple(args.grid) if args.grid else None,
+        overwrite=args.overwrite,
+        progress=args.progress,
+        mech_options=options,
+        window_stride=args.window_stride,
+        executor=args.executor,
+        ray=_ray_settings(args),
+        report=args.report,
+        attacks=tuple(args.attack) if args.attack else None,
+    )
+
+
+def _ray_settings(args: argparse.Namespace):  # -> RaySettings | None
+    given = {
+        "address": args.ray_address,
+        "cell_cpus": args.cell_cpus,
+        "cell_gpus": args.cell_gpus,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.executor != "ray":
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            flags = flags.replace("--address", "--ray-address")
+            raise ValueError(f"{flags} apply to --executor ray only; add --executor ray")
+        return None
+    from audit.executors import RaySettings
+
+    return RaySettings(**given)
+
+
+def tqdm_progress(*, total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+
+
+def run_main(argv: Sequence[str]) -> int:
+    args = build_run_parser().parse_args(argv)
+    configure_logging(args.verbose)
+    config = config_from_args(args)
+    from audit.sweep import report_command, run_sweep
+    from core.progress import null_progress
+
+    _check_device_available(config.device)
+    result = run_sweep(
+        config,
+        progress=tqdm_progress if config.progress else null_progress,
+        command=shlex.join(["python", "benchmark.py", *argv]),
+    )
+    print(f"{result.ran} cell(s) run, {result.reused} reused; results: {result.csv_path}")
+    if result.report is not None:
+        print(f"report: {result.report}")
+    elif config.report:
+        rerun = report_command(config.out, config.data_home)
+        print(f"no report (it failed, see the warning above); rerun: {rerun}")
+    return 0
+
+
+def _check_device_available(device: str) -> None:
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: CUDA is not available here; use --device cpu")
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        raise ValueError(
+            f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+            f"cuda:0..cuda:{torch.cuda.device_count() - 1}"
+        )
