@@ -21,8 +21,8 @@ from models.har_cnn import HarCNN
 from models.lstm_vae import LstmVAE
 from models.training import TrainHistory
 from models.vae import ConditionalConvVAE
+from tests.audit.mechanisms.stats import Z_THRESHOLD, laplace_variance_z
 
-from ..privacy.stats import Z_THRESHOLD, laplace_variance_z
 from .datasets.fixtures import build_motionsense_fixture
 
 CTX = Context(device="cpu", progress=null_progress)
