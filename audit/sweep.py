@@ -124,7 +124,7 @@ def build_cells(
             seed,
             config.profile,
             (("profile_name", config.profile_name.value), *config.data_options(), *data),
-            attacks[MechanismName.NONE.value],
+            attacks=attacks[MechanismName.NONE.value],
         )
         pairs.append((base, base))
         for name in config.mechs:
@@ -142,8 +142,8 @@ def build_cells(
                     seed,
                     config.profile,
                     base.options,
-                    options if options.given() else None,
-                    attacks[name.value],
+                    mech_options=options if options.given() else None,
+                    attacks=attacks[name.value],
                 )
                 pairs.append((cell, base))
     return pairs

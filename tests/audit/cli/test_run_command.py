@@ -11,7 +11,7 @@ import pytest
 import benchmark
 from audit.cli.run_command import build_run_parser, config_from_args
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(
