@@ -23,6 +23,7 @@ class MechanismName(str, Enum):
     CDP_TERMWISE = "cdp-termwise"
     LDP = "ldp"
     VAE_LDP = "vae-ldp"
+    DP2VAE = "dp2vae"
 
 
 class ProfileName(str, Enum):

@@ -8,6 +8,7 @@ from typing import Any
 from audit.config import RUN_OPTIONS, CellConfig, MechanismName, Profile
 from audit.mechanisms.cdp import CentralDP
 from audit.mechanisms.cdp_termwise import TermwiseDP
+from audit.mechanisms.dp2vae import Dp2Vae
 from audit.mechanisms.ldp import LocalDP
 from audit.mechanisms.mechanism import CellData, Context, Mechanism, Prepared, Trained
 from audit.mechanisms.none import NoPrivacy
@@ -114,6 +115,7 @@ register(CentralDP())
 register(TermwiseDP())
 register(LocalDP())
 register(VaeLdp())
+register(Dp2Vae())
 
 __all__ = [
     "CellData",
