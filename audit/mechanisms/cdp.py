@@ -287,10 +287,7 @@ class CentralDP(Mechanism):
 
     def account(self, params: AccountingParams) -> Accounted:
         """Epsilon of the schedule at z, or the smallest z reaching ``target_epsilon``."""
-        if not isinstance(params, CdpEpsilonParams):
-            raise TypeError(
-                f"{self.name.value} needs CdpEpsilonParams, got {type(params).__name__}"
-            )
+        params = self.typed_params(params)
         schedule = {
             "n_train": params.n_train,
             "batch_size": params.batch_size,
@@ -313,11 +310,6 @@ class CentralDP(Mechanism):
 
     def schedule_claim(self, *, params: CdpEpsilonParams, **schedule: Any) -> PrivacyClaim:
         return cdp_claim(**schedule)
-
-    def typed(self, options: MechanismOptions) -> CdpOptions:
-        if not isinstance(options, CdpOptions):
-            raise TypeError(f"{self.name.value} needs CdpOptions, got {type(options).__name__}")
-        return options
 
     def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
         n_train = len(data.train[0])

@@ -140,26 +140,13 @@ class TermwiseDP(CentralDP):
     accounting_type = TermwiseEpsilonParams
 
     def solve_noise(self, *, params: CdpEpsilonParams, **schedule: Any) -> float:
-        return termwise_noise_for_epsilon(**schedule, **self.typed_accounting(params).termwise())
+        return termwise_noise_for_epsilon(**schedule, **self.typed_params(params).termwise())
 
     def schedule_claim(self, *, params: CdpEpsilonParams, **schedule: Any) -> PrivacyClaim:
-        return termwise_claim(**schedule, **self.typed_accounting(params).termwise())
-
-    @staticmethod
-    def typed_accounting(params: CdpEpsilonParams) -> TermwiseEpsilonParams:
-        if not isinstance(params, TermwiseEpsilonParams):
-            raise TypeError(f"cdp-termwise needs its accounting, got {type(params).__name__}")
-        return params
+        return termwise_claim(**schedule, **self.typed_params(params).termwise())
 
     def validate_options(self, options: MechanismOptions, *, batch_size: int) -> None:
         self.typed(options)  # every value was checked when the options were built
-
-    def typed(self, options: MechanismOptions) -> TermwiseOptions:
-        if not isinstance(options, TermwiseOptions):
-            raise TypeError(
-                f"{self.name.value} needs TermwiseOptions, got {type(options).__name__}"
-            )
-        return options
 
     def _train(
         self,

@@ -140,12 +140,6 @@ class Dp2Vae(Mechanism):
     per_example_gradients = True
     release = ReleaseKind.DECODER_ONLY
 
-    def options_of(self, cell: CellConfig) -> Dp2Options:
-        options = super().options_of(cell)
-        if not isinstance(options, Dp2Options):
-            raise TypeError(f"dp2vae needs Dp2Options, got {type(options).__name__}")
-        return options
-
     def settings(self, cell: CellConfig, n_train: int) -> Dp2Settings:
         opts = self.options_of(cell)
         return Dp2Settings(
@@ -235,8 +229,7 @@ class Dp2Vae(Mechanism):
 
     def account(self, params: AccountingParams) -> Accounted:
         """Both epsilons of a schedule: the paper's (notes) and the valid one (last line)."""
-        if not isinstance(params, Dp2EpsilonParams):
-            raise TypeError(f"dp2vae needs Dp2EpsilonParams, got {type(params).__name__}")
+        params = self.typed_params(params)
         steps = dp_sgd_steps(
             n_train=params.n_train, batch_size=params.batch_size, epochs=params.epochs
         )

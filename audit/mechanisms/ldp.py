@@ -200,12 +200,6 @@ class LocalDP(Mechanism):
     options_type = LdpOptions
     accounting_type = LdpEpsilonParams
 
-    def options_of(self, cell: CellConfig) -> LdpOptions:
-        options = super().options_of(cell)
-        if not isinstance(options, LdpOptions):
-            raise TypeError(f"ldp needs LdpOptions, got {type(options).__name__}")
-        return options
-
     def validate_for_data(
         self,
         options: MechanismOptions,
@@ -216,8 +210,7 @@ class LocalDP(Mechanism):
         batch_size: int,
     ) -> None:
         """The setting, and b and m against the images' size (or no image options on series)."""
-        if not isinstance(options, LdpOptions):
-            raise TypeError(f"ldp needs LdpOptions, got {type(options).__name__}")
+        self.typed(options)
         if record_modality(record_shape) is Modality.SERIES:
             check_series_options(options)
         else:
@@ -287,8 +280,7 @@ class LocalDP(Mechanism):
 
     def account(self, params: AccountingParams) -> Accounted:
         """The pixelization claim of one image size (any two records)."""
-        if not isinstance(params, LdpEpsilonParams):
-            raise TypeError(f"ldp needs LdpEpsilonParams, got {type(params).__name__}")
+        params = self.typed_params(params)
         m = params.neighborhood
         claim = pixelization_claim(
             eps_i=params.eps_i,

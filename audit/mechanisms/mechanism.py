@@ -6,7 +6,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -128,9 +128,24 @@ class Mechanism(ABC):
         """The default grid for records of ``modality`` (by default the same for all)."""
         return self.default_grid
 
-    def options_of(self, cell: CellConfig) -> MechanismOptions:
-        """The cell's typed options (the defaults when it has none)."""
-        return self.options_type() if cell.mech_options is None else cell.mech_options
+    def options_of(self, cell: CellConfig) -> Any:
+        """The cell's typed options (the defaults when it has none), of :attr:`options_type`."""
+        return self.typed(self.options_type() if cell.mech_options is None else cell.mech_options)
+
+    def typed(self, options: MechanismOptions) -> Any:
+        """``options`` if they are this mechanism's :attr:`options_type` (TypeError otherwise)."""
+        if not isinstance(options, self.options_type):
+            raise TypeError(
+                f"{self.name.value} needs {self.options_type.__name__}, "
+                f"got {type(options).__name__}"
+            )
+        return options
+
+    def typed_params(self, params: AccountingParams) -> Any:
+        """``params`` if they are this mechanism's :attr:`accounting_type` (TypeError otherwise)."""
+        if self.accounting_type is None or not isinstance(params, self.accounting_type):
+            raise TypeError(f"{self.name.value} cannot account {type(params).__name__}")
+        return params
 
     def validate_options(self, options: MechanismOptions, *, batch_size: int) -> None:
         """Check the mechanism's options before any cell runs (the default accepts all)."""

@@ -133,12 +133,6 @@ class VaeLdp(Mechanism):
     options_type = VaeLdpOptions
     accounting_type = VaeLdpEpsilonParams
 
-    def options_of(self, cell: CellConfig) -> VaeLdpOptions:
-        options = super().options_of(cell)
-        if not isinstance(options, VaeLdpOptions):
-            raise TypeError(f"vae-ldp needs VaeLdpOptions, got {type(options).__name__}")
-        return options
-
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
         source = self.options_of(cell).source
         self.validate_value(cell.param_value)
@@ -189,8 +183,7 @@ class VaeLdp(Mechanism):
 
     def account(self, params: AccountingParams) -> Accounted:
         """The Gaussian-mechanism claim of sigma and d at delta."""
-        if not isinstance(params, VaeLdpEpsilonParams):
-            raise TypeError(f"vae-ldp needs VaeLdpEpsilonParams, got {type(params).__name__}")
+        params = self.typed_params(params)
         claim = vae_ldp_claim(
             sigma=params.sigma,
             latent_dim=params.latent_dim,
