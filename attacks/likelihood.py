@@ -40,6 +40,7 @@ from attacks.attack import (
     Attack,
     AttackData,
     AttackResult,
+    AttackSettings,
     Measure,
     ProgressFn,
     Variant,
@@ -49,6 +50,7 @@ from attacks.attack import (
 )
 from attacks.reconstruction import DEFAULT_MAX_DECODED, ChunkPlan, record_noise_rng
 from attacks.threat import Capability, LatentGenerativeModel, Release
+from core.records import Modality
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +116,20 @@ class LikelihoodAttack(Attack):
             raise ValueError(f"gaussian_std must be positive, got {self.gaussian_std!r}")
         object.__setattr__(self, "likelihood", likelihood)
         object.__setattr__(self, "device", torch.device(self.device))
+
+    @classmethod
+    def from_settings(
+        cls, settings: AttackSettings, *, seed: int, device: torch.device | str
+    ) -> LikelihoodAttack:
+        """K = ``settings.attack_samples`` importance samples per record (the profile's N), and
+        the likelihood the target VAE trains with: ``bernoulli`` for images, ``gaussian`` for
+        series."""
+        likelihood = (
+            Likelihood.GAUSSIAN if settings.modality is Modality.SERIES else Likelihood.BERNOULLI
+        )
+        return cls(
+            seed=seed, device=device, n_importance=settings.attack_samples, likelihood=likelihood
+        )
 
     def _run(
         self, release: Release, data: AttackData, progress: ProgressFn | None
