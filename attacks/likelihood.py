@@ -199,7 +199,7 @@ class LikelihoodAttack(Attack):
                     f"model.decode returned records of shape {tuple(recon.shape[1:])}, "
                     f"expected {tuple(x.shape[1:])}"
                 )
-            log_px = self._log_px(recon.view(n_rec, n_chunk, -1).double(), x.flatten(1).double())
+            log_px = self._log_px(recon.reshape(n_rec, n_chunk, -1).double(), x.flatten(1).double())
             log_pz = -0.5 * z.pow(2).sum(2) - dim * _HALF_LOG_2PI
             log_qz = -0.5 * eps.pow(2).sum(2) - 0.5 * logvar.sum(1)[:, None] - dim * _HALF_LOG_2PI
             total = torch.logaddexp(total, torch.logsumexp(log_px + log_pz - log_qz, dim=1))
