@@ -23,6 +23,7 @@ from attacks.metrics import AttackMetrics, PrecisionRecallCurve, RocCurve
 from attacks.metrics import precision_recall_curve as _precision_recall_curve
 from attacks.metrics import roc_curve as _roc_curve
 from attacks.threat import Capability, Release, require
+from core.records import Modality
 
 ProgressFn = Callable[[int], None]
 """Called after each chunk with the number of records it just finished (an increment, so that
@@ -211,15 +212,21 @@ class AttackSettings:
     Attributes:
         attack_samples: samples behind each score where an attack draws some (the reconstruction
             attack's N latent samples per record, paper 003 Eq. 1), >= 1.
+            The likelihood attack's K importance samples and the latent search's Adam steps
+            are mapped from it too, so a profile's N sets every attack's sample budget.
         distances: the reconstruction distances that apply to the records' modality
             (:func:`attacks.distances.distances_for`), non-empty, stored as a tuple.
+        modality: what the records are (images in [0, 1], series in [-1, 1]); the likelihood
+            attack picks its decoder likelihood from it.
     """
 
     attack_samples: int
     distances: tuple[Distance, ...]
+    modality: Modality = Modality.IMAGE
 
     def __post_init__(self) -> None:
         check_positive_ints(attack_samples=self.attack_samples)
+        object.__setattr__(self, "modality", Modality(self.modality))
         if isinstance(self.distances, (str, Distance)) or not self.distances:
             raise ValueError(f"distances must be a non-empty sequence, got {self.distances!r}")
         object.__setattr__(self, "distances", tuple(Distance(d) for d in self.distances))

@@ -33,6 +33,7 @@ from attacks.attack import (
     Attack,
     AttackData,
     AttackResult,
+    AttackSettings,
     ProgressFn,
     Variant,
     check_positive_ints,
@@ -91,6 +92,14 @@ class LatentSearchAttack(Attack):
         if not self.norm_penalty >= 0:
             raise ValueError(f"norm_penalty must be non-negative, got {self.norm_penalty!r}")
         object.__setattr__(self, "device", torch.device(self.device))
+
+    @classmethod
+    def from_settings(
+        cls, settings: AttackSettings, *, seed: int, device: torch.device | str
+    ) -> LatentSearchAttack:
+        """``n_steps`` = ``settings.attack_samples`` Adam steps per record (the profile's N:
+        quick 20, standard 100, paper 300), the other knobs at their defaults."""
+        return cls(seed=seed, device=device, n_steps=settings.attack_samples)
 
     def _run(
         self, release: Release, data: AttackData, progress: ProgressFn | None

@@ -40,6 +40,7 @@ from attacks.attack import (
     Attack,
     AttackData,
     AttackResult,
+    AttackSettings,
     Measure,
     ProgressFn,
     Variant,
@@ -49,6 +50,7 @@ from attacks.attack import (
 )
 from attacks.reconstruction import DEFAULT_MAX_DECODED, ChunkPlan, record_noise_rng
 from attacks.threat import Capability, LatentGenerativeModel, Release
+from core.records import Modality
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +116,20 @@ class LikelihoodAttack(Attack):
             raise ValueError(f"gaussian_std must be positive, got {self.gaussian_std!r}")
         object.__setattr__(self, "likelihood", likelihood)
         object.__setattr__(self, "device", torch.device(self.device))
+
+    @classmethod
+    def from_settings(
+        cls, settings: AttackSettings, *, seed: int, device: torch.device | str
+    ) -> LikelihoodAttack:
+        """K = ``settings.attack_samples`` importance samples per record (the profile's N), and
+        the likelihood the target VAE trains with: ``bernoulli`` for images, ``gaussian`` for
+        series."""
+        likelihood = (
+            Likelihood.GAUSSIAN if settings.modality is Modality.SERIES else Likelihood.BERNOULLI
+        )
+        return cls(
+            seed=seed, device=device, n_importance=settings.attack_samples, likelihood=likelihood
+        )
 
     def _run(
         self, release: Release, data: AttackData, progress: ProgressFn | None
@@ -183,7 +199,7 @@ class LikelihoodAttack(Attack):
                     f"model.decode returned records of shape {tuple(recon.shape[1:])}, "
                     f"expected {tuple(x.shape[1:])}"
                 )
-            log_px = self._log_px(recon.view(n_rec, n_chunk, -1).double(), x.flatten(1).double())
+            log_px = self._log_px(recon.reshape(n_rec, n_chunk, -1).double(), x.flatten(1).double())
             log_pz = -0.5 * z.pow(2).sum(2) - dim * _HALF_LOG_2PI
             log_qz = -0.5 * eps.pow(2).sum(2) - 0.5 * logvar.sum(1)[:, None] - dim * _HALF_LOG_2PI
             total = torch.logaddexp(total, torch.logsumexp(log_px + log_pz - log_qz, dim=1))

@@ -4,6 +4,14 @@ A cell runs every attack of the sweep's attack list (:data:`SWEEP_ATTACKS`, or t
 with ``--attack``) that its mechanism's release allows (:class:`~attacks.threat.ReleaseKind`
 against each attack's ``needs``); the pipeline builds each one by name
 (:func:`attacks.registry.build_attack`) from the profile's :class:`~attacks.attack.AttackSettings`.
+
+Besides the release, the sweep gives every attacker its side knowledge (:data:`SIDE_KNOWLEDGE`):
+reference records, the cell's D_test records outside D_atk
+(:func:`audit.pipeline.reference_records`).
+It trains no reference models: the calibrated variants (latent search's ``calibrated``, the
+likelihood attack's ``lira-offline``) need R reference VAEs trained on reference records, R times
+a cell's training cost, and are left out; those attacks run uncalibrated (``raw``), and an attack
+whose ``needs`` include reference models would not apply to any cell.
 """
 
 from __future__ import annotations
@@ -13,19 +21,32 @@ from collections.abc import Mapping, Sequence
 from attacks.attack import AttackSettings
 from attacks.distances import distances_for
 from attacks.registry import available_attacks, get_attack
-from attacks.threat import ReleaseKind, applicable
+from attacks.threat import Capability, ReleaseKind, Threat
 from audit.rows import LEGACY_ATTACK
 from core.records import Modality
 
-SWEEP_ATTACKS: tuple[str, ...] = ("reconstruction",)
-"""The sweep's attack list, in the order cells run them. Today's reconstruction attack is the
-first and, for now, only entry; the other registered attacks (monte-carlo, latent-search,
-likelihood, domias) join it once the sweep draws the reference split they need."""
+SWEEP_ATTACKS: tuple[str, ...] = (
+    "reconstruction",
+    "monte-carlo",
+    "latent-search",
+    "likelihood",
+    "domias",
+)
+"""The sweep's attack list, in the order cells run them: every registered attack, the paper's
+reconstruction attack first."""
+
+SIDE_KNOWLEDGE: frozenset[Capability] = frozenset({Capability.REFERENCE_RECORDS})
+"""What the sweep's attacker holds besides the release: reference records, no reference models."""
 
 LEGACY_ATTACKS: tuple[str, ...] = (LEGACY_ATTACK,)
 """What every cell ran before cells listed their attacks: a cell with exactly this list leaves
 it out of its canonical config (:meth:`audit.config.CellConfig.canonical`), so those cells keep
 their hashes and are reused. Frozen: it names the past, not the sweep's current list."""
+
+
+def runs_against(attack: Threat, kind: ReleaseKind) -> bool:
+    """Whether ``attack``'s needs are met by a release of ``kind`` plus :data:`SIDE_KNOWLEDGE`."""
+    return attack.needs <= kind.capabilities | SIDE_KNOWLEDGE
 
 
 def _allowed() -> str:
@@ -42,8 +63,8 @@ def check_requested(names: Sequence[str]) -> tuple[str, ...]:
             raise ValueError(f"--attack {name!r} is not a registered attack; allowed: {_allowed()}")
         if name not in SWEEP_ATTACKS:
             raise ValueError(
-                f"--attack {name!r} is registered but not in the sweep's attack list yet (it "
-                f"needs a reference split the sweep does not draw); allowed: {_allowed()}"
+                f"--attack {name!r} is registered but not in the sweep's attack list; "
+                f"allowed: {_allowed()}"
             )
     if len(set(names)) != len(names):
         raise ValueError(f"--attack names repeat: {list(names)}; allowed: {_allowed()}")
@@ -64,11 +85,11 @@ def plan_attacks(
     names = SWEEP_ATTACKS if requested is None else check_requested(requested)
     plan = {}
     for mech, kind in releases.items():
-        runs = tuple(n for n in names if applicable(get_attack(n), kind))
+        runs = tuple(n for n in names if runs_against(get_attack(n), kind))
         if requested is not None and runs != names:
             refused = next(n for n in names if n not in runs)
             needs = ", ".join(sorted(c.value for c in get_attack(refused).needs))
-            fits = [n for n in SWEEP_ATTACKS if applicable(get_attack(n), kind)]
+            fits = [n for n in SWEEP_ATTACKS if runs_against(get_attack(n), kind)]
             raise ValueError(
                 f"--attack {refused!r} does not apply to --mech {mech}, which releases "
                 f"{kind.value} ({refused} needs {needs}); allowed for {mech}: "
@@ -85,7 +106,8 @@ def plan_attacks(
 
 def attack_settings(*, attack_samples: int, modality: Modality | str) -> AttackSettings:
     """The profile-level settings every attack of a cell is built from: ``attack_samples``
-    (the profile's N) and the distances that apply to records of ``modality``."""
+    (the profile's N), the distances that apply to records of ``modality``, and the modality."""
+    modality = Modality(modality)
     return AttackSettings(
-        attack_samples=attack_samples, distances=distances_for(Modality(modality))
+        attack_samples=attack_samples, distances=distances_for(modality), modality=modality
     )

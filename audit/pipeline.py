@@ -16,6 +16,9 @@ import numpy as np
 import torch
 
 from attacks import AttackData, AttackResult, Records, Release, build_attack
+from attacks.registry import get_attack
+from attacks.threat import missing
+from attacks.worst_case import held_out_worst_case
 from audit import io
 from audit.attack_plan import attack_settings
 from audit.config import CellConfig
@@ -144,6 +147,48 @@ def attack_set(data: CellData, cell: CellConfig) -> AttackData:
     return AttackData(x=x, y=y, is_member=is_member)
 
 
+MIN_REFERENCE_RECORDS = 20
+"""Fewest reference records a cell hands the attacker; with fewer it holds none (DOMIAS's KDE
+needs more records than its 10 PCA dimensions, and so few records estimate no density), and
+the attacks needing them do not run. There is no upper cap: every D_test record outside D_atk
+is a reference record, whatever the profile."""
+
+
+def reference_positions(data: CellData, cell: CellConfig) -> np.ndarray:
+    """Positions in D_test of the cell's reference records: every D_test record that is not one
+    of D_atk's non-members (:func:`attack_set`), sorted.
+
+    Notes:
+        They are in neither D_train nor D_atk, and no training of the cell reads them: the
+        target VAE trains on D_train (early stopping on D_val), ldp and vae-ldp perturb D_train
+        and D_val, vae-ldp's perturbation model fits D_val or D_train, the classifiers fit D_gen
+        or D_train (early stopping on a D_gen holdout or D_val). D_test scores the classifiers
+        and the train-test gap only.
+    """
+    _, nonmembers = _attack_positions(data, cell)
+    return np.setdiff1d(np.arange(len(data.test[0])), nonmembers)
+
+
+def reference_records(data: CellData, cell: CellConfig) -> Records | None:
+    """The attacker's reference records (:func:`reference_positions`), unperturbed; None when
+    there are fewer than :data:`MIN_REFERENCE_RECORDS`."""
+    positions = reference_positions(data, cell)
+    if len(positions) < MIN_REFERENCE_RECORDS:
+        return None
+    return Records(data.test[0][positions], data.test[1][positions])
+
+
+def reference_note(data: CellData, cell: CellConfig, reference: Records | None) -> str:
+    """What a row says of its reference set (the ``reference`` privacy note)."""
+    n = len(reference_positions(data, cell))
+    if reference is None:
+        return (
+            f"none (only {n} D_test records outside D_atk, fewer than {MIN_REFERENCE_RECORDS}); "
+            "no reference models"
+        )
+    return f"{n} D_test records outside D_atk; no reference models (calibrated variants not run)"
+
+
 def attacked_records(data: CellData, cell: CellConfig) -> AttackedRecords | None:
     """D_atk of :func:`attack_set` as dataset rows (same records, same order), and D_train's
     rows; None where ``data`` does not say its rows (not cut from a dataset)."""
@@ -240,8 +285,12 @@ def run_cell(
     )
 
     atk_data = attack_set(data, cell)
-    release = Release.of_kind(mech.release, model=model, samples=released_samples(gen_x, gen_y))
+    reference = reference_records(data, cell)
+    release = Release.of_kind(
+        mech.release, model=model, samples=released_samples(gen_x, gen_y), reference=reference
+    )
     results = run_attacks(cell, release, atk_data, ctx, modality=family.modality)
+    worst = worst_case_columns(results, seed=derive_seed(cell.seed, Purpose.ATTACK, "worst-case"))
 
     wall = time.perf_counter() - start
     notes = {
@@ -249,6 +298,8 @@ def run_cell(
         **prepared.notes,
         **claim.extra,
         **GENERATION_NOTES.get(family.generation, {}),
+        "reference": reference_note(data, cell, reference),
+        **not_run_note(cell, release),
     }
     notes.update(release_notes(notes))
     facts = {
@@ -281,7 +332,10 @@ def run_cell(
         "code_version": code_version,
         "baseline_hash": baseline_hash,
     }
-    rows = tuple(Row(**facts, **result.to_row()) for result in results)
+    rows = tuple(
+        Row(**facts, **result.to_row(), **columns)
+        for result, columns in zip(results, worst, strict=True)
+    )
     hist = {
         "train_loss": history.train_loss,
         "val_loss": history.val_loss,
@@ -317,20 +371,69 @@ def released_samples(gen_x: torch.Tensor, gen_y: torch.Tensor) -> Records | None
     return Records(gen_x, gen_y)
 
 
+def unmet_attacks(cell: CellConfig, release: Release) -> dict[str, frozenset]:
+    """The attacks of ``cell`` that ``release`` cannot serve, with what each lacks: the plan
+    (:func:`audit.attack_plan.plan_attacks`) assumes D_gen and reference records, but D_gen is
+    withheld when it holds NaN (:func:`released_samples`) and a small D_test leaves no reference
+    records (:func:`reference_records`)."""
+    lacking = {name: missing(get_attack(name), release) for name in cell.attacks}
+    return {name: caps for name, caps in lacking.items() if caps}
+
+
+def not_run_note(cell: CellConfig, release: Release) -> dict[str, str]:
+    """The ``not_run`` privacy note naming the cell's attacks its release could not serve."""
+    unmet = unmet_attacks(cell, release)
+    if not unmet:
+        return {}
+    parts = [
+        f"{name} (lacks {', '.join(sorted(c.value for c in caps))})" for name, caps in unmet.items()
+    ]
+    return {"not_run": ", ".join(parts)}
+
+
+def worst_case_columns(results: list[AttackResult], *, seed: int) -> list[dict[str, object]]:
+    """The worst-case columns of each result's row, in order: ``worst_case`` True on the one
+    result :func:`~attacks.worst_case.held_out_worst_case` picks on half of D_atk, and on every
+    row that result's MI AP and TPR at FPR 1 % on the other half (``worst_mi_ap``,
+    ``worst_tpr_at_fpr_1pct``). With fewer than two members or non-members D_atk cannot be
+    halved: ``worst_case`` None and NaN metrics."""
+    if min(int(results[0].is_member.sum()), int((~results[0].is_member).sum())) < 2:
+        return [{"worst_case": None} for _ in results]
+    worst = held_out_worst_case(results, seed=seed)
+    chosen = (worst.attack, worst.distance, worst.variant)
+    return [
+        {
+            "worst_case": (r.attack, r.distance.value, r.variant.value) == chosen,
+            "worst_mi_ap": worst.metrics.mi_ap,
+            "worst_tpr_at_fpr_1pct": worst.metrics.tpr_at_fpr_1pct,
+        }
+        for r in results
+    ]
+
+
 def run_attacks(
     cell: CellConfig, release: Release, data: AttackData, ctx: Context, *, modality: Modality
 ) -> list[AttackResult]:
-    """Every attack of ``cell`` on ``release``, each built by name from the profile's settings
-    and seeded from the cell's attack seed; results in the cell's attack order, then each
-    attack's own."""
+    """Every attack of ``cell`` that ``release`` serves (the others, :func:`unmet_attacks`, are
+    skipped with a warning), each built by name from the profile's settings and seeded from the
+    cell's attack seed; results in the cell's attack order, then each attack's own."""
     settings = attack_settings(attack_samples=cell.profile.attack_samples, modality=modality)
     seed = derive_seed(cell.seed, Purpose.ATTACK)
+    unmet = unmet_attacks(cell, release)
+    for name, caps in unmet.items():
+        lacks = ", ".join(sorted(c.value for c in caps))
+        log.warning("attack %s not run: this cell's release lacks %s", name, lacks)
     results: list[AttackResult] = []
-    for name in cell.attacks:
+    for name in (n for n in cell.attacks if n not in unmet):
         attack = build_attack(name, seed=seed, device=ctx.device, settings=settings)
         bar = ctx.progress(total=data.n_records, desc=f"attack: {name}")
         results.extend(attack.run_release(release, data, progress=bar.update).values())
         bar.close()
+    if not results:
+        raise ValueError(
+            f"no attack of {list(cell.attacks)} could run on this cell's release "
+            f"({', '.join(sorted(c.value for c in release.capabilities)) or 'nothing'})"
+        )
     return results
 
 

@@ -27,6 +27,14 @@ class Row:
         profile: the profile's name.
         mi_ap, mi_auc, tpr_at_fpr_1pct, tpr_at_fpr_01pct: the attack's metrics
             (:class:`attacks.metrics.AttackMetrics`).
+        worst_case: True on the one row of the cell whose (attack, distance, variant)
+            :func:`attacks.worst_case.held_out_worst_case` picks (highest MI AP on a seeded half
+            of D_atk, seeded from the cell's attack seed), False on the others; None where D_atk
+            holds fewer than two members or non-members. Cells written before the column
+            existed read as NaN (unknown; they never made the held-out choice).
+        worst_mi_ap, worst_tpr_at_fpr_1pct (cell): the chosen result's MI AP and TPR at FPR 1 %
+            on the other half of D_atk, which played no part in the choice (unbiased, at half
+            the records); the figures to read as the cell's worst case over its attacks.
         acc: the target classifier's accuracy on real D_test, trained on D_gen; acc_base
             1 / #classes; acc_real: the same classifier trained on real D_train.
         utility_valid: whether the baseline's accuracy is above chance; filled when results are
@@ -60,6 +68,9 @@ class Row:
     mi_auc: float
     tpr_at_fpr_1pct: float
     tpr_at_fpr_01pct: float
+    worst_case: bool | None = None
+    worst_mi_ap: float = math.nan
+    worst_tpr_at_fpr_1pct: float = math.nan
     acc: float
     acc_base: float
     acc_real: float

@@ -3,13 +3,17 @@ mechanism's release allows (a fake decoder-only mechanism stands in for dp2vae).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import benchmark
-from attacks.threat import ReleaseKind
-from audit import mechanisms
+from attacks import registry
+from attacks.likelihood import LikelihoodAttack
+from attacks.registry import available_attacks
+from attacks.threat import Capability, ReleaseKind
+from audit import attack_plan, mechanisms
 from audit.attack_plan import LEGACY_ATTACKS, SWEEP_ATTACKS, check_requested, plan_attacks
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
 from audit.mechanisms.ldp import LocalDP
@@ -42,21 +46,40 @@ def _sweep(tmp_path: Path, mechs=("cdp",), attacks=None) -> SweepConfig:
     )
 
 
-def test_the_sweep_runs_todays_reconstruction_attack_only():
-    assert SWEEP_ATTACKS == ("reconstruction",) == LEGACY_ATTACKS
-    assert plan_attacks(None, {"none": WHOLE, "cdp": WHOLE}) == {
-        "none": ("reconstruction",),
-        "cdp": ("reconstruction",),
-    }
+ALL = ("reconstruction", "monte-carlo", "latent-search", "likelihood", "domias")
+
+
+def test_the_sweep_runs_every_registered_attack_reconstruction_first():
+    assert SWEEP_ATTACKS == ALL and set(ALL) == set(available_attacks())
+    assert LEGACY_ATTACKS == ("reconstruction",)
+    assert plan_attacks(None, {"none": WHOLE, "cdp": WHOLE}) == {"none": ALL, "cdp": ALL}
+
+
+def test_each_release_runs_what_it_allows_with_reference_records_and_no_reference_models():
+    plan = plan_attacks(
+        None,
+        {"none": WHOLE, "dp": ReleaseKind.DECODER_ONLY, "syn": ReleaseKind.SAMPLES_ONLY},
+    )
+    assert plan["dp"] == ("monte-carlo", "latent-search", "domias")  # no encoder attacks
+    assert plan["syn"] == ("monte-carlo", "domias")  # domias: D_gen + reference records
+
+
+def test_an_attack_needing_reference_models_is_planned_nowhere(monkeypatch):
+    class Calibrated(LikelihoodAttack):
+        name = "calibrated"
+        needs = LikelihoodAttack.needs | {Capability.REFERENCE_MODELS}
+
+    monkeypatch.setattr(attack_plan, "SWEEP_ATTACKS", ("reconstruction", "calibrated"))
+    monkeypatch.setitem(registry._ATTACKS, "calibrated", Calibrated)
+    assert plan_attacks(None, {"none": WHOLE}) == {"none": ("reconstruction",)}
 
 
 @pytest.mark.parametrize(
     ("names", "message"),
     [
-        (("gan-leaks",), "'gan-leaks' is not a registered attack; allowed: reconstruction"),
-        (("monte-carlo",), "'monte-carlo' is registered but not in the sweep's attack list"),
+        (("gan-leaks",), "'gan-leaks' is not a registered attack; allowed: reconstruction, mon"),
         (("reconstruction", "reconstruction"), "--attack names repeat"),
-        ((), "--attack needs at least one attack name; allowed: reconstruction"),
+        ((), "--attack needs at least one attack name; allowed: reconstruction, monte-carlo"),
     ],
 )
 def test_requested_attacks_must_be_registered_and_in_the_sweeps_list(names, message):
@@ -64,30 +87,35 @@ def test_requested_attacks_must_be_registered_and_in_the_sweeps_list(names, mess
         check_requested(names)
 
 
-def test_a_decoder_only_release_gets_no_reconstruction_attack():
+def test_a_decoder_only_release_gets_no_reconstruction_attack(monkeypatch):
     with pytest.raises(ValueError, match="--attack 'reconstruction' does not apply to --mech dp"):
         plan_attacks(["reconstruction"], {"none": WHOLE, "dp": ReleaseKind.DECODER_ONLY})
+    monkeypatch.setattr(attack_plan, "SWEEP_ATTACKS", ("reconstruction",))
     with pytest.raises(ValueError, match="no attack of the sweep's list .* applies to --mech dp"):
         plan_attacks(None, {"none": WHOLE, "dp": ReleaseKind.DECODER_ONLY})
 
 
-def test_cells_carry_their_attacks_and_the_default_list_leaves_hashes_alone(tmp_path):
+def test_cells_carry_their_attacks_and_reconstruction_alone_keeps_the_legacy_hash(tmp_path):
     default = build_cells(_sweep(tmp_path), data_sha256="a" * 64)
     named = build_cells(_sweep(tmp_path, attacks=("reconstruction",)), data_sha256="a" * 64)
-    assert all(cell.attacks == ("reconstruction",) for cell, _ in default)
-    assert [c.config_hash for c, _ in default] == [c.config_hash for c, _ in named]
-    assert all("attacks" not in cell.canonical() for cell, _ in default)
+    legacy = [
+        replace(cell, attacks=LEGACY_ATTACKS).config_hash for cell, _ in default
+    ]  # what a cell built before cells listed their attacks hashed to
+    assert all(cell.attacks == ALL for cell, _ in default)
+    assert all(cell.canonical()["attacks"] == list(ALL) for cell, _ in default)
+    assert all(cell.attacks == ("reconstruction",) for cell, _ in named)
+    assert all("attacks" not in cell.canonical() for cell, _ in named)
+    assert [c.config_hash for c, _ in named] == legacy
+    assert not {c.config_hash for c, _ in default} & set(legacy)
 
 
 def test_attack_on_the_command_line_is_validated_before_any_work(tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["--dataset", "digits", "--profile", "quick", "--out", str(out), "--no-progress"]
-    assert benchmark.main([*argv, "--attack", "likelihood"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: --attack 'likelihood' is registered but not in the sweep's")
-    assert "allowed: reconstruction" in err and "\n" not in err
     assert benchmark.main([*argv, "--attack", "nope"]) == 2
-    assert "--attack 'nope' is not a registered attack" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --attack 'nope' is not a registered attack")
+    assert "allowed: reconstruction, monte-carlo" in err and "\n" not in err
     assert not out.exists()
 
 
@@ -101,9 +129,11 @@ def test_attack_refused_for_a_mechanism_whose_release_lacks_its_needs(
     assert code == 2 and "\n" not in err
     assert err == (
         "error: --attack 'reconstruction' does not apply to --mech ldp, which releases "
-        "decoder-only (reconstruction needs decoder, encoder); allowed for ldp: none of "
-        "reconstruction"
+        "decoder-only (reconstruction needs decoder, encoder); allowed for ldp: monte-carlo, "
+        "latent-search, domias"
     )
     assert not out.exists()
-    with pytest.raises(ValueError, match="no attack of the sweep's list"):
-        build_cells(_sweep(tmp_path, mechs=("ldp",)))  # nothing left for ldp's cells to run
+    cells = build_cells(_sweep(tmp_path, mechs=("ldp",)), data_sha256="a" * 64)
+    assert {cell.attacks for cell, _ in cells if cell.mech.value == "ldp"} == {
+        ("monte-carlo", "latent-search", "domias")
+    }

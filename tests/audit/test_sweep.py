@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from audit.attack_plan import SWEEP_ATTACKS
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
 from audit.rows import COLUMNS
 from audit.sweep import run_sweep
@@ -65,7 +66,13 @@ def test_sweep_writes_rows_and_resumes_without_recomputation(tmp_path):
     assert (first.ran, first.reused) == (1, 0)
     frame = pd.read_csv(first.csv_path)
     assert set(COLUMNS) <= set(frame.columns)
-    assert sorted(frame.distance) == ["mse", "ssim"]
+    assert set(frame.attack) == set(SWEEP_ATTACKS)  # every attack the release allows
+    assert sorted(frame.distance[frame.attack == "reconstruction"]) == ["mse", "ssim"]
+    assert frame.worst_case.sum() == 1 and frame.worst_mi_ap.nunique() == 1
+    assert (
+        "reference=" in frame.privacy_notes[0]
+        and "D_test records outside D_atk" in (frame.privacy_notes[0])
+    )
     assert frame.mi_ap.between(0, 1).all() and frame.acc.between(0, 1).all()
     assert (frame.acc_base == 0.1).all()
     cell = next((tmp_path / "cells").iterdir())

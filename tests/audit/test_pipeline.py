@@ -1,0 +1,104 @@
+"""The cell's reference records and its worst case over attacks (audit.pipeline)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attacks.attack import AttackResult, Variant
+from attacks.distances import Distance
+from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
+from audit.mechanisms import CellData
+from audit.pipeline import (
+    MIN_REFERENCE_RECORDS,
+    _attack_positions,
+    attack_set,
+    reference_positions,
+    reference_records,
+    worst_case_columns,
+)
+
+
+def _data(n_train: int, n_test: int) -> CellData:
+    """Records whose first pixel is their dataset row (train 0.., val 1000.., test 2000..)."""
+
+    def pair(start: int, n: int):
+        x = torch.zeros(n, 1, 4, 4)
+        x[:, 0, 0, 0] = torch.arange(start, start + n, dtype=torch.float32)
+        return x, torch.arange(n) % 2
+
+    return CellData(pair(0, n_train), pair(1000, 10), pair(2000, n_test), 2, n_train + n_test + 10)
+
+
+def _cell(seed: int = 0) -> CellConfig:
+    return CellConfig(
+        dataset="digits",
+        mech=MechanismName.NONE,
+        param_name="none",
+        param_value=None,
+        seed=seed,
+        profile=PROFILES[ProfileName.QUICK],
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_reference_records_are_in_neither_d_train_nor_d_atk(seed):
+    data, cell = _data(n_train=50, n_test=90), _cell(seed)
+    reference = reference_records(data, cell)
+    ids = set(reference.x[:, 0, 0, 0].int().tolist())
+    attacked = set(attack_set(data, cell).x[:, 0, 0, 0].int().tolist())
+    train = set(data.train[0][:, 0, 0, 0].int().tolist())
+    assert not ids & attacked and not ids & train
+    _, nonmembers = _attack_positions(data, cell)
+    assert len(ids) == 90 - len(nonmembers) == 40  # every other D_test record, no cap
+    assert ids | {2000 + int(i) for i in nonmembers} == set(range(2000, 2090))
+    assert torch.equal(reference.y, data.test[1][reference_positions(data, cell)])
+
+
+def test_too_few_reference_records_give_none():
+    data = _data(n_train=50, n_test=50 + MIN_REFERENCE_RECORDS - 1)
+    assert reference_records(data, _cell()) is None
+
+
+def _result(attack: str, scores: np.ndarray, is_member: np.ndarray, variant=Variant.MEAN):
+    return AttackResult(
+        attack=attack,
+        distance=Distance.MSE,
+        variant=variant,
+        scores=scores,
+        is_member=is_member,
+        n_samples=1,
+    )
+
+
+def test_worst_case_marks_exactly_the_leaking_attack_with_held_out_metrics():
+    rng = np.random.default_rng(0)
+    is_member = np.repeat([True, False], 100)
+    leaky = is_member + rng.normal(0, 0.3, 200)  # separates members well
+    results = [
+        _result("reconstruction", rng.normal(size=200), is_member),
+        _result("likelihood", leaky, is_member, Variant.RAW),
+        _result("domias", rng.normal(size=200), is_member, Variant.LOG_RATIO),
+    ]
+    columns = worst_case_columns(results, seed=3)
+    assert [c["worst_case"] for c in columns] == [False, True, False]
+    assert len({(c["worst_mi_ap"], c["worst_tpr_at_fpr_1pct"]) for c in columns}) == 1
+    assert columns[0]["worst_mi_ap"] > 0.9
+    assert worst_case_columns(results, seed=3) == columns  # seeded
+
+
+def test_worst_case_of_chance_attacks_is_still_exactly_one_row():
+    rng = np.random.default_rng(1)
+    is_member = np.repeat([True, False], 50)
+    results = [_result(f"a{k}", rng.normal(size=100), is_member) for k in range(4)]
+    for seed in range(5):
+        columns = worst_case_columns(results, seed=seed)
+        assert sum(c["worst_case"] for c in columns) == 1
+        assert 0.2 < columns[0]["worst_mi_ap"] < 0.8  # held out: near chance, not max-biased
+
+
+def test_a_d_atk_too_small_to_halve_has_no_worst_case():
+    is_member = np.array([True, False, False])
+    columns = worst_case_columns([_result("reconstruction", np.zeros(3), is_member)], seed=0)
+    assert columns == [{"worst_case": None}]
