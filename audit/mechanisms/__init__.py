@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from audit.config import RUN_OPTIONS, CellConfig, MechanismName, Profile
@@ -98,8 +99,9 @@ def make_cell(
 
 def cell_from_canonical(body: Mapping[str, Any]) -> CellConfig:
     """The :class:`CellConfig` whose :meth:`~CellConfig.canonical` is ``body`` (a cell's
-    ``config.json``): its options split into run facts and the mechanism's typed options."""
-    return make_cell(
+    ``config.json``): its options split into run facts and the mechanism's typed options, its
+    attack list (absent: the legacy list, reconstruction alone)."""
+    cell = make_cell(
         body["dataset"],
         body["mech"],
         body["param_name"],
@@ -108,6 +110,9 @@ def cell_from_canonical(body: Mapping[str, Any]) -> CellConfig:
         Profile(**body["profile"]),
         body.get("options", {}),
     )
+    if "attacks" in body:
+        cell = replace(cell, attacks=tuple(body["attacks"]))
+    return cell
 
 
 register(NoPrivacy())
@@ -126,8 +131,8 @@ __all__ = [
     "available_mechanisms",
     "build_options",
     "cell_from_canonical",
-    "make_cell",
     "declared_options",
     "get_mechanism",
+    "make_cell",
     "register",
 ]

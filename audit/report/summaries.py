@@ -18,6 +18,7 @@ import pandas as pd
 from audit import results
 from audit.config import MechanismName
 from audit.gate import param_label
+from audit.rows import LEGACY_ATTACK, LEGACY_VARIANT
 from audit.stats import summarise
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ def load_runs(run_dir: Path) -> pd.DataFrame:
         if column not in frame.columns:
             frame[column] = ""
         frame[column] = frame[column].fillna("").astype(str)
+    frame["distance"] = measure_labels(frame)
     repeated = frame.duplicated([*SETTING, "seed", "distance"]).sum()
     if repeated:
         raise ValueError(
@@ -76,6 +78,21 @@ def load_runs(run_dir: Path) -> pd.DataFrame:
             "instead of a bare runs.csv"
         )
     return _label_options(frame, run_dir)
+
+
+def measure_labels(frame: pd.DataFrame) -> pd.Series:
+    """What the report calls a row's measure, one line or column per value: the reconstruction
+    attack's distance as it always was (``mse``, ``ssim``); any other attack's result as
+    ``attack:distance`` (``:variant`` unless the variant is ``mean``), so that MI AP against
+    epsilon gets one line per attack and no two results of a cell collapse into one."""
+    if "attack" not in frame.columns:
+        return frame["distance"]
+    attack = frame["attack"].fillna(LEGACY_ATTACK).astype(str)
+    variant = frame.get("variant", pd.Series(LEGACY_VARIANT, index=frame.index))
+    variant = variant.fillna(LEGACY_VARIANT).astype(str)
+    labels = attack + ":" + frame["distance"].astype(str)
+    labels = labels.where(variant == LEGACY_VARIANT, labels + ":" + variant)
+    return frame["distance"].where(attack == LEGACY_ATTACK, labels)
 
 
 def _label_options(frame: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
