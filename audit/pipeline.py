@@ -20,6 +20,7 @@ from audit import io
 from audit.attack_plan import attack_settings
 from audit.config import CellConfig
 from audit.datasets import Dataset, Split
+from audit.empirical.cell_audit import audit_cell
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.results import AttackedRecords, scores_key, write_attack_set
 from audit.rows import Row
@@ -242,6 +243,7 @@ def run_cell(
     atk_data = attack_set(data, cell)
     release = Release.of_kind(mech.release, model=model, samples=released_samples(gen_x, gen_y))
     results = run_attacks(cell, release, atk_data, ctx, modality=family.modality)
+    audited = audit_cell(cell, data, ctx, claim)
 
     wall = time.perf_counter() - start
     notes = {
@@ -249,6 +251,7 @@ def run_cell(
         **prepared.notes,
         **claim.extra,
         **GENERATION_NOTES.get(family.generation, {}),
+        **({"empirical_audit": audited.note} if audited.note else {}),
     }
     notes.update(release_notes(notes))
     facts = {
@@ -280,6 +283,7 @@ def run_cell(
         "config_hash": cell.config_hash,
         "code_version": code_version,
         "baseline_hash": baseline_hash,
+        **audited.columns(),
     }
     rows = tuple(Row(**facts, **result.to_row()) for result in results)
     hist = {
