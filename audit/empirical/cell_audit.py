@@ -146,7 +146,7 @@ def _audit_cdp(
             ceiling=0.0,
             note=f"one-run audit not run: 2 m delta = {2 * canaries * claim.delta:.3g} >= "
             f"{ONE_RUN_LIMIT:g}, so no m = {canaries} audit can prove anything at delta "
-            f"{claim.delta:.3g}; set a smaller delta (--cdp-delta) to audit",
+            f"{claim.delta:.3g}; set a smaller --delta to audit",
         )
     start = time.perf_counter()
     settings = OneRunSettings(kind=CanaryKind.GRADIENT, canaries=canaries, seed=seed)
