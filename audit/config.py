@@ -166,6 +166,9 @@ class CellConfig:
     mapping (run facts and the options set), as cells have always been hashed.
     ``attacks``: the registered attacks the cell runs, in the sweep's order
     (:func:`audit.attack_plan.plan_attacks`).
+    ``audit``: run the mechanism's empirical audit in the cell (``--audit``;
+    :mod:`audit.empirical.cell_audit`); in the hash only when set, since its result is in the
+    cell's rows.
     """
 
     dataset: str
@@ -177,6 +180,7 @@ class CellConfig:
     options: tuple[tuple[str, Any], ...] = ()
     mech_options: MechanismOptions | None = None
     attacks: tuple[str, ...] = LEGACY_ATTACKS
+    audit: bool = False
 
     def __post_init__(self) -> None:
         unknown = sorted({k for k, _ in self.options} - set(RUN_OPTIONS))
@@ -205,6 +209,8 @@ class CellConfig:
             del body["attacks"]
         else:
             body["attacks"] = list(self.attacks)
+        if not self.audit:  # cells run without --audit keep their hashes
+            del body["audit"]
         return body
 
     def mech_settings(self) -> dict[str, Any]:
@@ -253,6 +259,7 @@ class SweepConfig:
     ray: RaySettings | None = None
     report: bool = True  # write OUT/report at the end (no cell's hash depends on it)
     attacks: tuple[str, ...] | None = None
+    audit: bool = False  # --audit: each private cell runs its mechanism's empirical audit
 
     def __post_init__(self) -> None:
         check_dataset_name(self.dataset)

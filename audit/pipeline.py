@@ -23,6 +23,7 @@ from audit import io
 from audit.attack_plan import attack_settings
 from audit.config import CellConfig
 from audit.datasets import Dataset, Split
+from audit.empirical.cell_audit import audit_cell
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.results import AttackedRecords, scores_key, write_attack_set
 from audit.rows import Row
@@ -291,6 +292,7 @@ def run_cell(
     )
     results = run_attacks(cell, release, atk_data, ctx, modality=family.modality)
     worst = worst_case_columns(results, seed=derive_seed(cell.seed, Purpose.ATTACK, "worst-case"))
+    audited = audit_cell(cell, data, ctx, claim)
 
     wall = time.perf_counter() - start
     notes = {
@@ -300,6 +302,7 @@ def run_cell(
         **GENERATION_NOTES.get(family.generation, {}),
         "reference": reference_note(data, cell, reference),
         **not_run_note(cell, release),
+        **({"empirical_audit": audited.note} if audited.note else {}),
     }
     notes.update(release_notes(notes))
     facts = {
@@ -331,6 +334,7 @@ def run_cell(
         "config_hash": cell.config_hash,
         "code_version": code_version,
         "baseline_hash": baseline_hash,
+        **audited.columns(),
     }
     rows = tuple(
         Row(**facts, **result.to_row(), **columns)

@@ -53,6 +53,11 @@ class Row:
         config_hash, code_version: the cell's identity and the code that ran it.
         attack_members, attack_nonmembers: D_atk's members and non-members.
         baseline_hash: the config hash of the cell's non-private baseline (phi's reference).
+        epsilon_lower, epsilon_lower_kind, epsilon_lower_m, epsilon_lower_ceiling: the cell's
+            empirical lower bound on epsilon at 95 % confidence (``--audit``;
+            :mod:`audit.empirical.cell_audit`), how it was obtained (``local-worst-case``,
+            ``one-run-gradient``, ``not-audited``), its draws M per input or canaries m, and the
+            most that audit could prove; NaN / empty / 0 where not audited (and in older cells).
     """
 
     dataset: str
@@ -98,6 +103,10 @@ class Row:
     attack_members: int
     attack_nonmembers: int
     baseline_hash: str
+    epsilon_lower: float = math.nan
+    epsilon_lower_kind: str = ""
+    epsilon_lower_m: int = 0
+    epsilon_lower_ceiling: float = math.nan
 
     def __post_init__(self) -> None:
         for name in ("attack", "distance", "variant"):

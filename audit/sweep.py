@@ -144,6 +144,7 @@ def build_cells(
                     base.options,
                     mech_options=options if options.given() else None,
                     attacks=attacks[name.value],
+                    audit=config.audit,
                 )
                 pairs.append((cell, base))
     return pairs

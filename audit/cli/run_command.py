@@ -112,6 +112,14 @@ def build_run_parser() -> argparse.ArgumentParser:
         help="do not write OUT/report (tables and figures) at the end; "
         "'benchmark.py report OUT' writes it later",
     )
+    p.add_argument(
+        "--audit",
+        action="store_true",
+        help="run each private cell's empirical audit (epsilon_lower columns): ldp and vae-ldp "
+        "worst-case-input tests (M draws by profile, seconds), cdp the one-run audit with "
+        "gradient canaries (m by profile; one extra training run per cell); cdp-termwise is "
+        "not audited yet. Audited cells get their own hashes",
+    )
     add_verbosity(p)
     ex = p.add_argument_group("where cells run")
     ex.add_argument(
@@ -250,6 +258,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         ray=_ray_settings(args),
         report=args.report,
         attacks=tuple(args.attack) if args.attack else None,
+        audit=args.audit,
     )
 
 

@@ -102,6 +102,7 @@ def check_runs(
         used.update(matching)
         for i in matching:
             violations += _violations(i, thresholds[i], row, label)
+    violations += bound_violations(frame)
     if n_checked == 0:
         raise ValueError(
             f"no entry of the thresholds matches any of the {len(frame)} rows "
@@ -148,6 +149,40 @@ def _violations(index: int, t: Threshold, row: Any, label: str) -> list[Violatio
                     observed,
                     limit,
                     t.tolerance,
+                )
+            )
+    return found
+
+
+#: Relative slack on a lower bound above its claim (float rounding only).
+BOUND_SLACK = 1e-9
+BOUND_METRIC = "epsilon_lower>epsilon"
+
+
+def bound_violations(frame: pd.DataFrame) -> list[Violation]:
+    """Rows whose empirical lower bound exceeds their claimed epsilon, whatever the thresholds.
+
+    A valid lower bound above the claim means the claim (or the mechanism's code) is wrong; rows
+    without a bound (NaN, or a run from before ``epsilon_lower`` existed) pass.
+    """
+    if not {"epsilon_lower", "epsilon"} <= set(frame.columns):
+        return []
+    found = []
+    for row in frame.itertuples(index=False):
+        bound, claim = float(row.epsilon_lower), float(row.epsilon)
+        if not math.isnan(bound) and bound > claim * (1 + BOUND_SLACK):
+            found.append(
+                Violation(
+                    row.dataset,
+                    row.mech,
+                    param_label(row.mech, row.param_name, row.param_value),
+                    int(row.seed),
+                    row.attack,
+                    row.distance,
+                    BOUND_METRIC,
+                    bound,
+                    claim,
+                    claim * BOUND_SLACK,
                 )
             )
     return found

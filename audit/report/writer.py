@@ -11,6 +11,11 @@ from pathlib import Path
 
 from audit import io
 from audit.plots import save_figure
+from audit.report.claim_vs_bound import (
+    audited_cells,
+    claim_vs_bound_figure,
+    claim_vs_bound_table,
+)
 from audit.report.curves import curve_figures
 from audit.report.epsilon_figures import summary_figures
 from audit.report.grids import grid_figures
@@ -84,6 +89,14 @@ def write_report(
             figures += grid_figures(
                 run_dir, ordered(group), name=name, data_home=data_home, skipped=report.skipped
             )
+        audited = audited_cells(group)
+        table = main_table(settings, distances)
+        if not audited.empty:
+            title = f"{name}: claimed ε vs empirical lower bound"
+            figures.append(("claim_vs_bound", claim_vs_bound_figure(audited, title=title)))
+            table += "\n\n### Claimed ε vs empirical lower bound\n\n" + claim_vs_bound_table(
+                audited
+            )
         paths = []
         for stem, fig in figures:
             paths += save_figure(fig, out, f"{_slug(stem_prefix)}-{stem}", formats)
@@ -91,7 +104,7 @@ def write_report(
         sections.append(
             (
                 name,
-                main_table(settings, distances),
+                table,
                 f"**Not computed:** {no_utility}."
                 if no_utility
                 else sweet_spot_table(sweet_spots(settings, limits)),

@@ -266,3 +266,29 @@ def test_the_report_switch_changes_no_cell():
         return [cell.config_hash for cell, _ in build_cells(config, data_sha256="a" * 64)]
 
     assert hashes(True) == hashes(False)
+
+
+def test_audit_switch_fills_epsilon_lower_of_private_cells_only(tmp_path):
+    run = run_sweep(_config(tmp_path, mechs=(MechanismName.LDP,), grid=(2.0,), audit=True))
+    frame = pd.read_csv(run.csv_path)
+    ldp, none = frame[frame.mech == "ldp"], frame[frame.mech == "none"]
+    assert np.isfinite(ldp.epsilon_lower).all() and (ldp.epsilon_lower > 0).all()
+    assert (ldp.epsilon_lower <= ldp.epsilon).all()
+    assert (ldp.epsilon_lower <= ldp.epsilon_lower_ceiling).all()
+    assert set(ldp.epsilon_lower_kind) == {"local-worst-case"}
+    assert set(ldp.epsilon_lower_m) == {10**4}  # the quick profile's M
+    assert ldp.privacy_notes.str.contains("empirical_audit=").all()
+    assert none.epsilon_lower.isna().all() and none.epsilon_lower_ceiling.isna().all()
+    assert (none.epsilon_lower_m == 0).all()
+
+
+def test_the_audit_switch_changes_private_cells_only():
+    from audit.sweep import build_cells
+
+    def hashes(audit: bool) -> list[str]:
+        config = _config(Path("unused"), mechs=(MechanismName.LDP,), grid=(1.0, 2.0), audit=audit)
+        return [cell.config_hash for cell, _ in build_cells(config, data_sha256="a" * 64)]
+
+    plain, audited = hashes(False), hashes(True)
+    assert plain[0] == audited[0]  # the baseline none is never audited
+    assert not set(plain[1:]) & set(audited[1:])  # audited cells hold their bounds

@@ -151,3 +151,33 @@ def test_an_entry_for_an_attack_the_cells_did_not_run_is_not_expected(tmp_path, 
     thresholds.write_text(json.dumps(doc))
     assert main(["check", "--thresholds", str(thresholds), str(tmp_path / "run")]) == 0
     assert "note: threshold entries [1] match no row" in capsys.readouterr().out
+
+
+def _with_bounds(frame: pd.DataFrame, ldp_bound: float) -> pd.DataFrame:
+    """Claims and lower bounds: ldp's claim 3.0 with bound ``ldp_bound``, cdp's 2.0 with 0.5,
+    none unaudited (NaN), as ``--audit`` writes them."""
+    frame = frame.copy()
+    frame["epsilon"] = frame.mech.map({"none": math.inf, "cdp": 2.0, "ldp": 3.0})
+    frame["epsilon_lower"] = frame.mech.map({"none": math.nan, "cdp": 0.5, "ldp": ldp_bound})
+    return frame
+
+
+@pytest.mark.parametrize("bound", [2.9, 3.0])
+def test_lower_bounds_at_or_below_their_claims_pass(tmp_path, bound):
+    assert run_check(tmp_path, _with_bounds(runs(), bound)) == 0
+
+
+def test_a_lower_bound_above_its_claim_fails_whatever_the_thresholds(tmp_path, capsys):
+    frame = _with_bounds(runs(), 2.9)
+    frame.loc[
+        (frame.mech == "ldp") & (frame.seed == 1) & (frame.distance == "mse"), "epsilon_lower"
+    ] = 3.5
+    # no threshold entry names ldp: the bound is checked all the same
+    doc = copy.deepcopy(THRESHOLDS)
+    doc["entries"] = [e for e in doc["entries"] if e["mech"] != "ldp"]
+    assert run_check(tmp_path, frame, doc) == 1
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "epsilon_lower>epsilon" in x).split()
+    assert line[:7] == ["lfw-subset", "ldp", "εᵢ=100", "1", "reconstruction", "mse", line[6]]
+    assert line[7:9] == ["3.5000", "3.0000"]
+    assert "FAILED: 1 violation(s)" in out

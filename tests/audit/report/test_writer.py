@@ -135,3 +135,33 @@ def test_a_baseline_at_chance_is_said_not_hidden(tmp_path):
     assert "no setting qualifies" not in text and "none qualifies" not in text
     assert not any(p.stem.endswith("phi") for p in report.figures)
     assert any("phi figure skipped" in s and "not above chance" in s for s in report.skipped)
+
+
+def _audited(frame):
+    """``--audit`` columns: private cells bounded at 40 % of their claim, the baseline not."""
+    private = frame["mech"] != "none"
+    return frame.assign(
+        epsilon_lower=np.where(private, 0.4 * frame["epsilon"], math.nan),
+        epsilon_lower_kind=np.where(private, "local-worst-case", ""),
+        epsilon_lower_m=np.where(private, 10**4, 0),
+        epsilon_lower_ceiling=np.where(private, 9.0, math.nan),
+    )
+
+
+def test_audited_runs_get_the_claim_vs_bound_figure_and_table(tmp_path):
+    run_dir = write_runs(tmp_path, _audited(synthetic_runs(seeds=(0,))))
+    report = write_report(run_dir, formats=("png",), images=False)
+    figure = report.out_dir / "lfw-subset-quick-claim_vs_bound.png"
+    assert figure in report.figures and figure.stat().st_size > 1000
+    text = report.markdown.read_text()
+    table = text.split("### Claimed ε vs empirical lower bound")[1].split("###")[0]
+    assert "| local-worst-case | 10000 | 9 |" in table
+    assert "| none |" not in table
+
+
+def test_runs_without_audits_get_no_claim_vs_bound(tmp_path):
+    report = write_report(
+        write_runs(tmp_path, synthetic_runs(seeds=(0,))), formats=("png",), images=False
+    )
+    assert not any("claim_vs_bound" in p.name for p in report.figures)
+    assert "Claimed ε vs empirical lower bound" not in report.markdown.read_text()

@@ -1,0 +1,165 @@
+"""A sweep cell's empirical audit (``--audit``): the matching audit of its mechanism, as the
+``epsilon_lower*`` columns of its rows.
+
+- ldp: the worst-case-input audit of the cell's own randomizer (images: pixelization with the
+  cell's b and m, black against white, the any-two-records claim of the ``epsilon`` column;
+  series: the Laplace mechanism on one value at -1 and +1, a neighbour of the record-level claim);
+- vae-ldp: the corner-means audit of the Gaussian release at the cell's sigma, d and delta;
+- cdp: the one-run audit with gradient canaries (:func:`audit.empirical.one_run.audit_one_run`),
+  ONE extra DP-Adam training run of the cell's settings (about the cost of the cell's own
+  training); where 2 m delta >= 0.05 no m-canary audit can prove anything at the cell's delta,
+  so the run is skipped and the row says so;
+- cdp-termwise: not audited yet (the row says so); none: nothing to audit.
+
+M (local audits) and m (canaries) come from the profile (:data:`DRAWS`, :data:`CANARIES`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from audit.config import CellConfig, MechanismName
+from audit.empirical.bounds import CONFIDENCE
+from audit.empirical.local import (
+    DRAWS,
+    LocalAudit,
+    Pattern,
+    audit_laplace_series,
+    audit_pixelization,
+    audit_vae_ldp,
+)
+from audit.mechanisms import CellData, Context
+from audit.privacy.claim import PrivacyClaim
+from core.records import Modality, record_modality
+from core.seeding import derive_seed
+
+#: Gradient canaries m of the cdp one-run audit, by profile (quick: small, one extra short run).
+CANARIES = {"quick": 100, "standard": 1000, "paper": 1000}
+#: Steinke et al.'s bound is 0 for every outcome once 2 m delta reaches 1 - confidence.
+ONE_RUN_LIMIT = 1 - CONFIDENCE
+TAG = "cell-audit"
+
+
+@dataclass(frozen=True)
+class CellAudit:
+    """The ``epsilon_lower*`` columns of a cell's rows, and a note for its ``privacy_notes``.
+
+    ``bound``: the lower bound at 95 % confidence (NaN: not audited); ``kind``: how it was
+    obtained; ``m``: draws M per input or canaries m (0: none); ``ceiling``: the most this audit
+    could prove (all tests right); ``seconds``: the audit's time, extra training run included.
+    """
+
+    bound: float = math.nan
+    kind: str = ""
+    m: int = 0
+    ceiling: float = math.nan
+    seconds: float = 0.0
+    note: str = ""
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "epsilon_lower": self.bound,
+            "epsilon_lower_kind": self.kind,
+            "epsilon_lower_m": self.m,
+            "epsilon_lower_ceiling": self.ceiling,
+        }
+
+
+NOT_AUDITED = CellAudit()
+
+
+def audit_cell(cell: CellConfig, data: CellData, ctx: Context, claim: PrivacyClaim) -> CellAudit:
+    """The cell's audit when ``cell.audit`` is set (else :data:`NOT_AUDITED`)."""
+    if not cell.audit or cell.mech is MechanismName.NONE:
+        return NOT_AUDITED
+    if cell.mech is MechanismName.CDP_TERMWISE:
+        return CellAudit(kind="not-audited", note="cdp-termwise has no empirical audit yet")
+    profile = cell.option("profile_name", "quick")
+    seed = derive_seed(cell.seed, TAG) % 2**31
+    if cell.mech is MechanismName.CDP:
+        return _audit_cdp(cell, data, ctx, claim, canaries=CANARIES[profile], seed=seed)
+    draws = DRAWS[profile]
+    if cell.mech is MechanismName.VAE_LDP:
+        local = audit_vae_ldp(
+            sigma=cell.param_value,
+            latent_dim=cell.profile.latent_dim,
+            delta=claim.delta,
+            draws=draws,
+            seed=seed,
+        )
+    else:
+        local = _audit_ldp(cell, data, draws=draws, seed=seed)
+    return _from_local(local)
+
+
+def _audit_ldp(cell: CellConfig, data: CellData, *, draws: int, seed: int) -> LocalAudit:
+    from audit.mechanisms import get_mechanism
+    from audit.mechanisms.ldp import options_for_images
+
+    if record_modality(data.shape) is Modality.SERIES:
+        return audit_laplace_series(eps_i=cell.param_value, draws=draws, seed=seed)
+    mech = get_mechanism(MechanismName.LDP)
+    opts = options_for_images(mech.options_of(cell), data.shape)
+    return audit_pixelization(
+        eps_i=cell.param_value,
+        shape=tuple(data.shape),
+        cell=opts.cell,
+        neighborhood=opts.neighborhood,
+        pattern=Pattern.ANY_TWO,
+        draws=draws,
+        seed=seed,
+    )
+
+
+def _from_local(audit: LocalAudit) -> CellAudit:
+    return CellAudit(
+        bound=audit.epsilon,
+        kind="local-worst-case",
+        m=audit.draws,
+        ceiling=audit.ceiling,
+        seconds=audit.seconds,
+        note=f"{audit.mechanism} on {audit.pair}, M = {audit.draws} draws per input, against "
+        f"the {audit.claim_kind} claim {audit.claim:.6g}, {audit.seconds:.1f} s",
+    )
+
+
+def _audit_cdp(
+    cell: CellConfig,
+    data: CellData,
+    ctx: Context,
+    claim: PrivacyClaim,
+    *,
+    canaries: int,
+    seed: int,
+) -> CellAudit:
+    from audit.empirical.one_run import CanaryKind, OneRunSettings, audit_one_run
+
+    kind = "one-run-gradient"
+    if 2 * canaries * claim.delta >= ONE_RUN_LIMIT:
+        return CellAudit(
+            bound=0.0,
+            kind=kind,
+            m=canaries,
+            ceiling=0.0,
+            note=f"one-run audit not run: 2 m delta = {2 * canaries * claim.delta:.3g} >= "
+            f"{ONE_RUN_LIMIT:g}, so no m = {canaries} audit can prove anything at delta "
+            f"{claim.delta:.3g}; set a smaller --delta to audit",
+        )
+    start = time.perf_counter()
+    settings = OneRunSettings(kind=CanaryKind.GRADIENT, canaries=canaries, seed=seed)
+    audit = audit_one_run(cell, data, ctx, settings)
+    seconds = time.perf_counter() - start
+    b = audit.bound
+    return CellAudit(
+        bound=b.epsilon,
+        kind=kind,
+        m=b.m,
+        ceiling=b.ceiling,
+        seconds=seconds,
+        note=f"one-run audit (Steinke et al. 2023), m = {b.m} gradient canaries, {b.v} of "
+        f"r = {b.r} guesses right, delta {b.delta:.3g}; extra training run "
+        f"{audit.train_seconds:.1f} s, audit {seconds:.1f} s",
+    )
