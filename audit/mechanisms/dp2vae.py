@@ -134,7 +134,7 @@ class Dp2Vae(Mechanism):
 
     name = MechanismName.DP2VAE
     param_name = "noise_multiplier"
-    default_grid = (1.0, 4.0, 16.0, 64.0)
+    default_grid = (1.0, 8.0, 64.0)
     options_type = Dp2Options
     accounting_type = Dp2EpsilonParams
     per_example_gradients = True
