@@ -184,10 +184,10 @@ def reference_note(data: CellData, cell: CellConfig, reference: Records | None) 
     n = len(reference_positions(data, cell))
     if reference is None:
         return (
-            f"none (only {n} D_test records outside D_atk, fewer than {MIN_REFERENCE_RECORDS}); "
+            f"none (only {n} D_test records outside D_atk, fewer than {MIN_REFERENCE_RECORDS}), "
             "no reference models"
         )
-    return f"{n} D_test records outside D_atk; no reference models (calibrated variants not run)"
+    return f"{n} D_test records outside D_atk, no reference models (calibrated variants not run)"
 
 
 def attacked_records(data: CellData, cell: CellConfig) -> AttackedRecords | None:

@@ -49,10 +49,14 @@ def _sweep(tmp_path: Path, mechs=("cdp",), attacks=None) -> SweepConfig:
 ALL = ("reconstruction", "monte-carlo", "latent-search", "likelihood", "domias")
 
 
-def test_the_sweep_runs_every_registered_attack_reconstruction_first():
+def test_every_registered_attack_can_run_and_the_default_is_reconstruction_where_it_applies():
     assert SWEEP_ATTACKS == ALL and set(ALL) == set(available_attacks())
     assert LEGACY_ATTACKS == ("reconstruction",)
-    assert plan_attacks(None, {"none": WHOLE, "cdp": WHOLE}) == {"none": ALL, "cdp": ALL}
+    assert plan_attacks(None, {"none": WHOLE, "cdp": WHOLE}) == {
+        "none": ("reconstruction",),
+        "cdp": ("reconstruction",),
+    }
+    assert plan_attacks(ALL, {"none": WHOLE, "cdp": WHOLE}) == {"none": ALL, "cdp": ALL}
 
 
 def test_each_release_runs_what_it_allows_with_reference_records_and_no_reference_models():
@@ -98,15 +102,15 @@ def test_a_decoder_only_release_gets_no_reconstruction_attack(monkeypatch):
 def test_cells_carry_their_attacks_and_reconstruction_alone_keeps_the_legacy_hash(tmp_path):
     default = build_cells(_sweep(tmp_path), data_sha256="a" * 64)
     named = build_cells(_sweep(tmp_path, attacks=("reconstruction",)), data_sha256="a" * 64)
+    every = build_cells(_sweep(tmp_path, attacks=ALL), data_sha256="a" * 64)
     legacy = [
         replace(cell, attacks=LEGACY_ATTACKS).config_hash for cell, _ in default
     ]  # what a cell built before cells listed their attacks hashed to
-    assert all(cell.attacks == ALL for cell, _ in default)
-    assert all(cell.canonical()["attacks"] == list(ALL) for cell, _ in default)
-    assert all(cell.attacks == ("reconstruction",) for cell, _ in named)
-    assert all("attacks" not in cell.canonical() for cell, _ in named)
-    assert [c.config_hash for c, _ in named] == legacy
-    assert not {c.config_hash for c, _ in default} & set(legacy)
+    assert all(cell.attacks == ("reconstruction",) for cell, _ in default + named)
+    assert all("attacks" not in cell.canonical() for cell, _ in default + named)
+    assert [c.config_hash for c, _ in named] == [c.config_hash for c, _ in default] == legacy
+    assert all(cell.canonical()["attacks"] == list(ALL) for cell, _ in every)
+    assert not {c.config_hash for c, _ in every} & set(legacy)
 
 
 def test_attack_on_the_command_line_is_validated_before_any_work(tmp_path, capsys):

@@ -62,7 +62,7 @@ def _config(out: Path, **kw) -> SweepConfig:
 
 
 def test_sweep_writes_rows_and_resumes_without_recomputation(tmp_path):
-    first = run_sweep(_config(tmp_path))
+    first = run_sweep(_config(tmp_path, attacks=SWEEP_ATTACKS))
     assert (first.ran, first.reused) == (1, 0)
     frame = pd.read_csv(first.csv_path)
     assert set(COLUMNS) <= set(frame.columns)
@@ -79,11 +79,11 @@ def test_sweep_writes_rows_and_resumes_without_recomputation(tmp_path):
     for name in ("config.json", "metadata.json", "history.json", "model.pt", "rows.json"):
         assert (cell / name).is_file()
     mtime = (cell / "model.pt").stat().st_mtime_ns
-    again = run_sweep(_config(tmp_path))
+    again = run_sweep(_config(tmp_path, attacks=SWEEP_ATTACKS))
     assert (again.ran, again.reused) == (0, 1)
     assert (cell / "model.pt").stat().st_mtime_ns == mtime
     pd.testing.assert_frame_equal(pd.read_csv(again.csv_path), frame)
-    redo = run_sweep(_config(tmp_path, overwrite=True))
+    redo = run_sweep(_config(tmp_path, overwrite=True, attacks=SWEEP_ATTACKS))
     assert (redo.ran, redo.reused) == (1, 0)
 
 
