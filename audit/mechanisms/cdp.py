@@ -85,15 +85,11 @@ def parse_clip_norm(value: Any, what: str = "clip norm") -> float | ClipNormRule
 
 
 @dataclass(frozen=True)
-class CdpOptions(MechanismOptions):
-    """The options of ``cdp`` (each None: the default named in its help)."""
+class DpAdamOptions(MechanismOptions):
+    """The options every DP-Adam mechanism reads (cdp, cdp-termwise, dp2vae): a target epsilon
+    that replaces the grid, delta and the RDP-to-DP conversion."""
 
-    mechanism: ClassVar[str] = "cdp"
-    clip_norm: float | ClipNormRule | None = option(
-        f"per-example clip norm C, a number or 'median' (paper 003's heuristic; default "
-        f"{DEFAULT_CLIP_NORM:g})",
-        parse_clip_norm,
-    )
+    mechanism: ClassVar[str] = "dp-adam"
     target_epsilon: float | None = option(
         "pick the noise multiplier that gives this epsilon (replaces the grid)",
         positive_float("target epsilon"),
@@ -103,6 +99,18 @@ class CdpOptions(MechanismOptions):
     conversion: Conversion | None = option(
         "RDP-to-DP conversion, improved (Opacus, the default) or classic (paper 003)",
         choice(Conversion, "conversion"),
+    )
+
+
+@dataclass(frozen=True)
+class CdpOptions(DpAdamOptions):
+    """The options of ``cdp`` (each None: the default named in its help)."""
+
+    mechanism: ClassVar[str] = "cdp"
+    clip_norm: float | ClipNormRule | None = option(
+        f"per-example clip norm C, a number or 'median' (paper 003's heuristic; default "
+        f"{DEFAULT_CLIP_NORM:g})",
+        parse_clip_norm,
     )
     divergence: Divergence | None = option(
         "batch-wise divergence, mmd (Cauchy kernel) or sparse (cdp refuses one: it needs the "

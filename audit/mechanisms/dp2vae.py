@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from attacks.threat import ReleaseKind
 from audit.config import CellConfig, MechanismName
-from audit.mechanisms.cdp import CdpEpsilonParams, parse_clip_norm, with_extra
+from audit.mechanisms.cdp import CdpEpsilonParams, DpAdamOptions, parse_clip_norm, with_extra
 from audit.mechanisms.mechanism import (
     Accounted,
     CellData,
@@ -28,11 +28,7 @@ from audit.mechanisms.mechanism import (
 )
 from audit.options import (
     AccountingParams,
-    MechanismOptions,
-    choice,
-    delta_value,
     option,
-    positive_float,
     positive_int,
 )
 from audit.privacy.claim import Conversion, PrivacyClaim
@@ -65,7 +61,7 @@ def default_subsets(n_train: int) -> int:
 
 
 @dataclass(frozen=True)
-class Dp2Options(MechanismOptions):
+class Dp2Options(DpAdamOptions):
     """The options of ``dp2vae`` (each None: the default named in its help)."""
 
     mechanism: ClassVar[str] = "dp2vae"
@@ -88,16 +84,6 @@ class Dp2Options(MechanismOptions):
     clip_norm: float | None = option(
         f"per-example clip norm C of the decoder gradients (default {DEFAULT_CLIP_NORM:g})",
         positive_clip_norm,
-    )
-    target_epsilon: float | None = option(
-        "pick the noise multiplier whose valid bound is this epsilon (replaces the grid)",
-        positive_float("target epsilon"),
-        cli_type=float,
-    )
-    delta: float | None = option("delta (default 1/N_train)", delta_value, cli_type=float)
-    conversion: Conversion | None = option(
-        "RDP-to-DP conversion, improved (Opacus, the default) or classic (paper 003)",
-        choice(Conversion, "conversion"),
     )
 
 
