@@ -152,6 +152,20 @@ def profile_for(name: ProfileName, modality: str) -> Profile:
     return profile
 
 
+def profile_for_dataset(name: ProfileName, dataset: str) -> Profile:
+    """The profile ``name`` for ``dataset``: :func:`profile_for` its modality, with |D_train|
+    capped per class where the dataset declares it (``DatasetSpec.train_cap``: LFW20 and LFW50,
+    10 records per person) instead of a fixed number; the paper profile keeps all of D_train."""
+    from audit.datasets import SPECS, dataset_modality
+
+    profile = profile_for(name, dataset_modality(dataset))
+    spec = SPECS.get(dataset)
+    cap = None if spec is None else spec.train_cap
+    if cap is None or profile.max_train is None:
+        return profile
+    return replace(profile, max_train=cap)
+
+
 #: Cell options that say how the run and its data were set up (not a mechanism's): the profile's
 #: name, a windowed dataset's stride, the data's content hash.
 RUN_OPTIONS = ("profile_name", "window_stride", "data_sha256")

@@ -58,6 +58,10 @@ class Row:
             :mod:`audit.empirical.cell_audit`), how it was obtained (``local-worst-case``,
             ``one-run-gradient``, ``not-audited``), its draws M per input or canaries m, and the
             most that audit could prove; NaN / empty / 0 where not audited (and in older cells).
+            For DP-SGD mechanisms these are the white-box bound (gradient canaries).
+        epsilon_lower_input, epsilon_lower_input_m, epsilon_lower_input_ceiling: the bound a
+            user's adversary gets (the one-run audit with m input canaries scored by the
+            strongest attack of the release), m and its ceiling; NaN / 0 where not run.
     """
 
     dataset: str
@@ -107,6 +111,9 @@ class Row:
     epsilon_lower_kind: str = ""
     epsilon_lower_m: int = 0
     epsilon_lower_ceiling: float = math.nan
+    epsilon_lower_input: float = math.nan
+    epsilon_lower_input_m: int = 0
+    epsilon_lower_input_ceiling: float = math.nan
 
     def __post_init__(self) -> None:
         for name in ("attack", "distance", "variant"):

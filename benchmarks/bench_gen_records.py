@@ -19,8 +19,8 @@ import argparse
 
 import torch
 
-from audit.config import CellConfig, MechanismName, ProfileName, profile_for
-from audit.datasets import dataset_modality, load_dataset, stratified_split
+from audit.config import CellConfig, MechanismName, ProfileName, profile_for_dataset
+from audit.datasets import load_dataset, stratified_split
 from audit.mechanisms import Context, get_mechanism
 from audit.pipeline import GEN_HOLDOUT, cell_data, classifier_accuracy, classifier_settings
 from core.progress import null_progress
@@ -41,7 +41,7 @@ def parse_args() -> argparse.Namespace:
 
 def measure(dataset_name: str, profile_name: ProfileName, sizes: list[int], seed: int) -> None:
     dataset = load_dataset(dataset_name)
-    profile = profile_for(profile_name, dataset_modality(dataset_name))
+    profile = profile_for_dataset(profile_name, dataset_name)
     cell = CellConfig(
         dataset_name, MechanismName.NONE, "none", None, seed, profile, (("profile_name", "x"),)
     )

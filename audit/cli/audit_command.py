@@ -20,7 +20,9 @@ from audit.cli.logs import configure_logging
 from audit.cli.parsing import Parser, add_verbosity
 from audit.empirical.local import DRAWS, LocalAudit, Pattern
 
-AUDITED = ("cdp", "ldp", "vae-ldp")
+#: Mechanisms with an empirical audit: the DP-SGD ones get the one-run audit.
+ONE_RUN = ("cdp", "cdp-termwise", "dp2vae")
+AUDITED = (*ONE_RUN, "ldp", "vae-ldp")
 
 
 def build_audit_parser() -> argparse.ArgumentParser:
@@ -31,8 +33,9 @@ def build_audit_parser() -> argparse.ArgumentParser:
         prog="benchmark.py audit",
         description="Empirical epsilon lower bound for one mechanism and parameter value. "
         "ldp and vae-ldp: black-box threshold tests on worst-case inputs (M draws each, "
-        "Clopper-Pearson at 95 %%); cdp: the one-run audit of Steinke, Nasr and Jagielski "
-        "(2023) with m canaries in one extra DP-Adam run. The last line is the bare bound.",
+        "Clopper-Pearson at 95 %%); cdp, cdp-termwise, dp2vae: the one-run audit of Steinke, "
+        "Nasr and Jagielski (2023) with m canaries in one extra training run of the mechanism. "
+        "The last line is the bare bound.",
     )
     p.add_argument("--dataset", default="lfw-subset", help=f"dataset: {', '.join(dataset_names())}")
     p.add_argument("--mech", required=True, choices=AUDITED, help="the mechanism to audit")
@@ -41,7 +44,8 @@ def build_audit_parser() -> argparse.ArgumentParser:
         required=True,
         type=float,
         metavar="VALUE",
-        help="the parameter: noise multiplier z (cdp), eps_i (ldp), sigma (vae-ldp)",
+        help="the parameter: noise multiplier z (cdp, cdp-termwise), sigma (dp2vae, vae-ldp), "
+        "eps_i (ldp)",
     )
     p.add_argument(
         "--profile",
@@ -50,27 +54,32 @@ def build_audit_parser() -> argparse.ArgumentParser:
         help="sets the cell's training settings and the default M "
         + ", ".join(f"{k} {v:.0e}" for k, v in DRAWS.items()),
     )
-    p.add_argument("--canaries", type=int, default=None, metavar="m", help="cdp: canaries m")
+    p.add_argument(
+        "--canaries", type=int, default=None, metavar="m", help=f"{', '.join(ONE_RUN)}: canaries m"
+    )
     p.add_argument(
         "--canary-kind",
         default="gradient",
         choices=("gradient", "input"),
-        help="cdp: gradient canaries (the implementation) or input canaries scored by the "
-        "reconstruction attack (default gradient)",
+        help="one-run audits: gradient canaries (the implementation) or input canaries scored "
+        "by the strongest attack of the release (reconstruction; latent search for dp2vae's "
+        "decoder) (default gradient)",
     )
-    p.add_argument("--k-plus", type=int, default=None, help="cdp: top scores guessed in (m/4)")
-    p.add_argument("--k-minus", type=int, default=None, help="cdp: bottom scores guessed out (m/4)")
+    p.add_argument("--k-plus", type=int, default=None, help="one-run: top scores guessed in (m/4)")
+    p.add_argument(
+        "--k-minus", type=int, default=None, help="one-run: bottom scores guessed out (m/4)"
+    )
     p.add_argument(
         "--delta",
         type=float,
         default=None,
-        help="cdp, vae-ldp: the delta at which both the claim and the bound are computed "
-        "(default 1/N_train for cdp, 1/|D| for vae-ldp); the one-run audit proves nothing once "
-        "2 m delta >= 0.05",
+        help="one-run audits, vae-ldp: the delta at which both the claim and the bound are "
+        "computed (default 1/N_train, 1/|D| for vae-ldp); the one-run audit proves nothing "
+        "once 2 m delta >= 0.05",
     )
     p.add_argument("--draws", type=int, default=None, metavar="M", help="ldp, vae-ldp: draws M")
     p.add_argument("--seed", type=int, default=0, help="root seed (cell and audit)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (cdp)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (one-run audits)")
     p.add_argument("--data-home", type=Path, default=None, help="where LFW/MotionSense live")
     add_verbosity(p)
     return p
@@ -108,14 +117,17 @@ class AuditRequest:
             raise ValueError(f"--seed must be >= 0, got {self.seed!r}")
         if not (math.isfinite(self.grid) and self.grid > 0):
             raise ValueError(f"--grid must be a positive finite number, got {self.grid!r}")
-        if self.mech != "cdp" and (self.canaries, self.k_plus, self.k_minus) != (None,) * 3:
-            raise ValueError(f"--canaries/--k-plus/--k-minus apply to cdp only, not {self.mech!r}")
+        one_run = ", ".join(ONE_RUN)
+        if self.mech not in ONE_RUN and (self.canaries, self.k_plus, self.k_minus) != (None,) * 3:
+            raise ValueError(
+                f"--canaries/--k-plus/--k-minus apply to {one_run} only, not {self.mech!r}"
+            )
         if self.delta is not None and not 0 < self.delta < 1:
             raise ValueError(f"--delta must lie in (0, 1), got {self.delta!r}")
         if self.mech == "ldp" and self.delta is not None:
             raise ValueError("--delta does not apply to ldp (pure eps-DP, delta = 0)")
-        if self.mech == "cdp" and self.draws is not None:
-            raise ValueError("--draws applies to ldp and vae-ldp; cdp takes --canaries")
+        if self.mech in ONE_RUN and self.draws is not None:
+            raise ValueError(f"--draws applies to ldp and vae-ldp; {self.mech} takes --canaries")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AuditRequest:
@@ -124,13 +136,13 @@ class AuditRequest:
 
 
 def _cell_and_data(args: AuditRequest):
-    from audit.config import CellConfig, MechanismName, ProfileName, profile_for
-    from audit.datasets import dataset_modality, load_dataset, stratified_split
+    from audit.config import CellConfig, MechanismName, ProfileName, profile_for_dataset
+    from audit.datasets import load_dataset, stratified_split
     from audit.mechanisms import build_options, get_mechanism
     from audit.pipeline import cell_data
 
     mech = MechanismName(args.mech)
-    profile = profile_for(ProfileName(args.profile), dataset_modality(args.dataset))
+    profile = profile_for_dataset(ProfileName(args.profile), args.dataset)
     cell = CellConfig(
         dataset=args.dataset,
         mech=mech,
@@ -198,7 +210,7 @@ def _run_local(args: AuditRequest) -> tuple[list[str], float]:
     return lines, audits[Pattern.ANY_TWO].epsilon
 
 
-def _run_cdp(args: AuditRequest) -> tuple[list[str], float]:
+def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
     from audit.empirical.one_run import OneRunSettings, audit_one_run
     from audit.mechanisms import Context
     from core.progress import null_progress
@@ -214,9 +226,11 @@ def _run_cdp(args: AuditRequest) -> tuple[list[str], float]:
     cell, data = _cell_and_data(args)
     audit = audit_one_run(cell, data, Context(device=args.device, progress=null_progress), settings)
     b, claim = audit.bound, audit.claim
+    n_run = int(audit.extra.get("n_train_with_canaries", len(data.train[0])))
     lines = [
-        f"cdp z={args.grid:g}: claimed epsilon {claim.epsilon:.6g} at delta {claim.delta:.6g} "
-        f"({claim.method}, N_train {int(claim.extra.get('n_train', len(data.train[0])))})",
+        f"{args.mech} {cell.param_name}={args.grid:g}: claimed epsilon {claim.epsilon:.6g} at "
+        f"delta {claim.delta:.6g} ({claim.method}, N_train {n_run} in the audit's run)",
+        *_paper_claim_lines(claim, b.epsilon),
         f"  {audit.kind.value} canaries: lower bound {b.epsilon:.6g}; one run (Steinke et al. "
         f"2023, delta term included), m = {b.m}, guesses k+ = {audit.k_plus}, k- = "
         f"{audit.k_minus} (r = {b.r}), {b.v} right, confidence {b.confidence:.0%}; ceiling "
@@ -236,9 +250,22 @@ def _run_cdp(args: AuditRequest) -> tuple[list[str], float]:
     return lines, b.epsilon
 
 
+def _paper_claim_lines(claim, bound: float) -> list[str]:
+    """dp2vae: paper 002's Theorem 3.1 value (not a bound for what the code does) next to the
+    lower bound, and whether the audit refutes it."""
+    paper = claim.extra.get("epsilon_paper_theorem_3_1")
+    if paper is None:
+        return []
+    verdict = "EXCEEDS it: the paper's value is refuted" if bound > paper else "does not exceed it"
+    return [
+        f"  paper 002 Theorem 3.1 value (notes, not a valid bound): {paper:.6g}; the lower bound "
+        f"{verdict}"
+    ]
+
+
 def run_audit(request: AuditRequest) -> str:
     """The subcommand's text; its last line is the bare lower bound."""
-    run = _run_cdp if request.mech == "cdp" else _run_local
+    run = _run_one_run if request.mech in ONE_RUN else _run_local
     lines, bound = run(request)
     return "\n".join([*lines, f"{bound:.10g}"])
 

@@ -173,7 +173,8 @@ def build_run_parser() -> argparse.ArgumentParser:
         "--max-train",
         type=positive_int_or_all,
         default=argparse.SUPPRESS,
-        help=f"cap on |D_train| (stratified subset), or 'all' (standard: {std.max_train})",
+        help=f"cap on |D_train| (stratified subset), or 'all' (standard: {std.max_train}; "
+        "lfw20 and lfw50: 10 records per person)",
     )
 
     prof.add_argument(
@@ -215,14 +216,13 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         SweepConfig,
         override_profile,
         parse_enum,
-        profile_for,
+        profile_for_dataset,
     )
-    from audit.datasets import dataset_modality
     from audit.mechanisms import available_mechanisms, build_options, declared_options
 
     profile_name = ProfileName(args.profile)
     overrides = {f: getattr(args, f) for f in PROFILE_FIELDS if hasattr(args, f)}
-    profile = profile_for(profile_name, dataset_modality(args.dataset))
+    profile = profile_for_dataset(profile_name, args.dataset)
     for name in ("attack_records", "max_train"):  # 'all' is None, which must still override
         if name in overrides and overrides[name] is None:
             from dataclasses import replace

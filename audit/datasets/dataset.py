@@ -147,7 +147,9 @@ class DatasetSpec:
     ``window_stride``: for records cut into windows from longer recordings, the default step
     (samples) between window starts, which ``--window-stride`` may change; None for datasets
     whose records are not windows. ``split_fractions`` and ``channel_ranges`` are those the
-    loaded :class:`Dataset` carries.
+    loaded :class:`Dataset` carries. ``train_per_class`` and ``classes``: where set, the quick
+    and standard profiles cap D_train at ``train_per_class * classes`` records (records per
+    class, not the profiles' fixed 50; :func:`audit.config.profile_for_dataset`).
     """
 
     name: str
@@ -156,6 +158,15 @@ class DatasetSpec:
     split_fractions: tuple[float, float, float] = DEFAULT_SPLIT_FRACTIONS
     window_stride: int | None = None
     channel_ranges: ChannelScaler | None = None
+    train_per_class: int | None = None
+    classes: int | None = None
+
+    @property
+    def train_cap(self) -> int | None:
+        """The quick/standard profiles' |D_train| for this dataset, or None (the profile's)."""
+        if self.train_per_class is None or self.classes is None:
+            return None
+        return self.train_per_class * self.classes
 
     def load(self, data_home: Path | None, *, window_stride: int | None = None) -> Dataset:
         """Load the data; ``window_stride`` (windowed datasets only) is passed to the loader."""

@@ -5,19 +5,22 @@
   cell's b and m, black against white, the any-two-records claim of the ``epsilon`` column;
   series: the Laplace mechanism on one value at -1 and +1, a neighbour of the record-level claim);
 - vae-ldp: the corner-means audit of the Gaussian release at the cell's sigma, d and delta;
-- cdp: the one-run audit with gradient canaries (:func:`audit.empirical.one_run.audit_one_run`),
-  ONE extra DP-Adam training run of the cell's settings (about the cost of the cell's own
-  training); where 2 m delta >= 0.05 no m-canary audit can prove anything at the cell's delta,
-  so the run is skipped and the row says so;
-- cdp-termwise: not audited yet (the row says so); none: nothing to audit.
+- cdp, cdp-termwise, dp2vae (DP-SGD training): the one-run audit
+  (:func:`audit.empirical.one_run.audit_one_run`) twice, each ONE extra training run of the
+  cell's mechanism and settings (about the cost of the cell's own training): gradient canaries
+  (the white-box bound on the implementation: ``epsilon_lower``) and input canaries scored by
+  the strongest attack of the release (the bound a user's adversary gets:
+  ``epsilon_lower_input``). Where 2 m delta >= 0.05 no m-canary audit can prove anything at the
+  cell's delta, so the run is skipped and the row says so;
+- none: nothing to audit.
 
-M (local audits) and m (canaries) come from the profile (:data:`DRAWS`, :data:`CANARIES`).
+M (local audits) and m (canaries) come from the profile (:data:`DRAWS`, :data:`CANARIES`,
+:data:`INPUT_CANARIES`).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +39,11 @@ from audit.privacy.claim import PrivacyClaim
 from core.records import Modality, record_modality
 from core.seeding import derive_seed
 
-#: Gradient canaries m of the cdp one-run audit, by profile (quick: small, one extra short run).
+#: Gradient canaries m of the one-run audit, by profile (quick: small, one extra short run).
 CANARIES = {"quick": 100, "standard": 1000, "paper": 1000}
+#: Input canaries m, by profile: the included half joins D_train (about m/2 records more to
+#: train on), so fewer than gradient canaries.
+INPUT_CANARIES = {"quick": 100, "standard": 200, "paper": 1000}
 #: Steinke et al.'s bound is 0 for every outcome once 2 m delta reaches 1 - confidence.
 ONE_RUN_LIMIT = 1 - CONFIDENCE
 TAG = "cell-audit"
@@ -58,6 +64,9 @@ class CellAudit:
     ceiling: float = math.nan
     seconds: float = 0.0
     note: str = ""
+    input_bound: float = math.nan
+    input_m: int = 0
+    input_ceiling: float = math.nan
 
     def columns(self) -> dict[str, Any]:
         return {
@@ -65,6 +74,9 @@ class CellAudit:
             "epsilon_lower_kind": self.kind,
             "epsilon_lower_m": self.m,
             "epsilon_lower_ceiling": self.ceiling,
+            "epsilon_lower_input": self.input_bound,
+            "epsilon_lower_input_m": self.input_m,
+            "epsilon_lower_input_ceiling": self.input_ceiling,
         }
 
 
@@ -73,14 +85,14 @@ NOT_AUDITED = CellAudit()
 
 def audit_cell(cell: CellConfig, data: CellData, ctx: Context, claim: PrivacyClaim) -> CellAudit:
     """The cell's audit when ``cell.audit`` is set (else :data:`NOT_AUDITED`)."""
+    from audit.empirical.one_run import one_run_mechanisms
+
     if not cell.audit or cell.mech is MechanismName.NONE:
         return NOT_AUDITED
-    if cell.mech is MechanismName.CDP_TERMWISE:
-        return CellAudit(kind="not-audited", note="cdp-termwise has no empirical audit yet")
     profile = cell.option("profile_name", "quick")
     seed = derive_seed(cell.seed, TAG) % 2**31
-    if cell.mech is MechanismName.CDP:
-        return _audit_cdp(cell, data, ctx, claim, canaries=CANARIES[profile], seed=seed)
+    if cell.mech.value in one_run_mechanisms():
+        return _audit_dp_training(cell, data, ctx, claim, profile=profile, seed=seed)
     draws = DRAWS[profile]
     if cell.mech is MechanismName.VAE_LDP:
         local = audit_vae_ldp(
@@ -126,40 +138,49 @@ def _from_local(audit: LocalAudit) -> CellAudit:
     )
 
 
-def _audit_cdp(
+def _audit_dp_training(
     cell: CellConfig,
     data: CellData,
     ctx: Context,
     claim: PrivacyClaim,
     *,
-    canaries: int,
+    profile: str,
     seed: int,
 ) -> CellAudit:
     from audit.empirical.one_run import CanaryKind, OneRunSettings, audit_one_run
 
     kind = "one-run-gradient"
-    if 2 * canaries * claim.delta >= ONE_RUN_LIMIT:
+    m, m_input = CANARIES[profile], INPUT_CANARIES[profile]
+    if 2 * min(m, m_input) * claim.delta >= ONE_RUN_LIMIT:
         return CellAudit(
             bound=0.0,
             kind=kind,
-            m=canaries,
+            m=m,
             ceiling=0.0,
-            note=f"one-run audit not run: 2 m delta = {2 * canaries * claim.delta:.3g} >= "
-            f"{ONE_RUN_LIMIT:g}, so no m = {canaries} audit can prove anything at delta "
+            note=f"one-run audit not run: 2 m delta = {2 * m * claim.delta:.3g} >= "
+            f"{ONE_RUN_LIMIT:g}, so no m = {m} audit can prove anything at delta "
             f"{claim.delta:.3g}; set a smaller --delta to audit",
         )
-    start = time.perf_counter()
-    settings = OneRunSettings(kind=CanaryKind.GRADIENT, canaries=canaries, seed=seed)
-    audit = audit_one_run(cell, data, ctx, settings)
-    seconds = time.perf_counter() - start
-    b = audit.bound
+    audits = {
+        canary: audit_one_run(
+            cell, data, ctx, OneRunSettings(kind=canary, canaries=count, seed=seed)
+        )
+        for canary, count in ((CanaryKind.GRADIENT, m), (CanaryKind.INPUT, m_input))
+    }
+    grad, inp = audits[CanaryKind.GRADIENT], audits[CanaryKind.INPUT]
+    b, bi = grad.bound, inp.bound
     return CellAudit(
         bound=b.epsilon,
         kind=kind,
         m=b.m,
         ceiling=b.ceiling,
-        seconds=seconds,
-        note=f"one-run audit (Steinke et al. 2023), m = {b.m} gradient canaries, {b.v} of "
-        f"r = {b.r} guesses right, delta {b.delta:.3g}; extra training run "
-        f"{audit.train_seconds:.1f} s, audit {seconds:.1f} s",
+        seconds=grad.seconds + inp.seconds,
+        input_bound=bi.epsilon,
+        input_m=bi.m,
+        input_ceiling=bi.ceiling,
+        note=f"one-run audits (Steinke et al. 2023) at delta {b.delta:.3g}: m = {b.m} gradient "
+        f"canaries, {b.v} of r = {b.r} guesses right, extra run {grad.train_seconds:.1f} s; "
+        f"m = {bi.m} input canaries ({inp.score}), {bi.v} of r = {bi.r} right, extra run "
+        f"{inp.train_seconds:.1f} s; against the claim {grad.claim.epsilon:.6g} (input run: "
+        f"{inp.claim.epsilon:.6g} for its N_train)",
     )

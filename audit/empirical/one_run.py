@@ -1,27 +1,39 @@
-"""The one-run audit of DP-Adam (Steinke, Nasr and Jagielski 2023) for a ``cdp`` cell.
+"""The one-run audit (Steinke, Nasr and Jagielski 2023) of a DP-SGD-trained cell: ``cdp``,
+``cdp-termwise`` and ``dp2vae`` (every mechanism whose
+:meth:`~audit.mechanisms.mechanism.Mechanism.canary_sample_rate` is not None).
 
 m canaries, each included independently with probability 1/2 (seeded), go into ONE extra
-training run with the cell's exact DP-Adam settings (clip norm, noise multiplier, Poisson rate
-B / N_train, steps, Adam). Scores rank the canaries; the guesses are fixed in advance: the top
-``k_plus`` scores are guessed "in", the bottom ``k_minus`` "out", the rest abstain.
-:func:`audit.empirical.bounds.one_run_epsilon_bound` turns (m, r, v, delta) into the bound.
+training run of the cell's mechanism: its own ``prepare``, ``train`` and ``claim``, with the
+cell's settings and fresh seeds (the cell with the seed ``derive_seed(seed, TAG)``), the canary
+hook handed to the training loop through ``Context.audit_hook``. Scores rank the canaries; the
+guesses are fixed in advance: the top ``k_plus`` scores are guessed "in", the bottom ``k_minus``
+"out", the rest abstain. :func:`audit.empirical.bounds.one_run_epsilon_bound` turns
+(m, r, v, delta) into the bound, which is compared with the claim of the run that happened.
 
 Canary kinds:
 
-- ``gradient``: each canary is a record whose gradient is a fixed vector along its own
-  parameter coordinate, of norm ``canary_norm`` * C before clipping; in each step it is
-  Poisson-sampled at the real records' rate and its clipped gradient joins the clipped sum
-  before the noise (the audit hook of :func:`models.dp.train_dp_vae`). Score: the sum
-  over steps of the released noisy gradient on the canary's coordinate. DP-SGD's threat model
-  releases every noisy gradient (the accountant composes them all), so any function of them
-  is a valid test; the final parameters' move (``parameter_move`` in the result) is valid too
-  (post-processing) but Adam's per-coordinate scaling distorts it.
-- ``input``: canary records (i.i.d. uniform-noise images with random labels: far from the
-  data) added to D_train; score: the reconstruction attack's -MSE (the bound a user's
-  adversary gets from the released VAE).
+- ``gradient`` (the white-box bound on the implementation): each canary is a record whose
+  gradient is a fixed vector along its own coordinate of the privately trained parameters (all
+  of them for cdp and cdp-termwise, the decoder's for dp2vae), of norm ``canary_norm`` * C
+  before clipping; each step it is sampled with a real record's per-step probability
+  (:meth:`~audit.mechanisms.mechanism.Mechanism.canary_sample_rate`: B / N for DP-Adam; for
+  DP2-VAE the smallest (1/K) min(1, B / |D_k|) over its subsets) and its clipped gradient
+  joins the clipped sum before the noise. Score: the sum over steps of the released noisy
+  gradient on the canary's coordinate (DP-SGD's threat model releases every noisy gradient;
+  cdp-termwise's released gradient includes its batch term, dp2vae's is the decoder's). The
+  final parameters' move along the coordinate (``parameter_move_epsilon`` in ``extra``) is a
+  valid score too (post-processing) but Adam's per-coordinate scaling distorts it; it is NOT
+  combined with the main bound (the better of two would need a multiple-testing correction).
+  A gradient canary touches the per-example term only: for cdp-termwise it does not exercise
+  the batch term, and for dp2vae it exercises the decoder's step as paper 002 models it, not
+  the encoders that make the valid claim larger.
+- ``input`` (the bound a user's adversary gets): canary records (i.i.d. uniform-noise records
+  with random labels, far from the data) added to D_train; score: the strongest attack the
+  mechanism's release allows (:data:`INPUT_CANARY_ATTACK`: the reconstruction attack's -MSE
+  against the whole VAE, the latent search's -MSE against a released decoder).
 
 Test-only switches (:class:`Broken`) remove the noise (z = 0 in training while the claim keeps
-the cell's z) or the clipping; a correct mechanism's bound must stay below its claim and a
+the run's z) or the clipping; a correct mechanism's bound must stay below its claim and a
 broken one's is expected to exceed it.
 """
 
@@ -35,15 +47,18 @@ from enum import Enum
 import numpy as np
 import torch
 
-from attacks import AttackData, Distance, get_attack
+from attacks import AttackData
+from attacks.registry import build_attack
+from attacks.threat import Release, ReleaseKind
+from audit.attack_plan import attack_settings
 from audit.config import CellConfig, MechanismName
 from audit.empirical.bounds import CONFIDENCE, OneRunBound, one_run_epsilon_bound
 from audit.mechanisms import CellData, Context, get_mechanism
-from audit.mechanisms.mechanism import Prepared, vae_settings
+from audit.mechanisms.mechanism import Mechanism
 from audit.privacy.claim import PrivacyClaim
-from audit.privacy.dp_sgd_accounting import cdp_claim
+from core.records import record_modality
 from core.seeding import Purpose, derive_seed, numpy_rng, torch_generator
-from models.dp import DPSettings, clip_and_sum, train_dp_vae
+from models.dp import clip_and_sum
 from models.factory import model_family
 
 #: Tag that separates every seed of the audit run from the cell's own.
@@ -59,7 +74,7 @@ class Broken(str, Enum):
     """Test-only broken mechanisms (never used by a real cell)."""
 
     NONE = "none"
-    NO_NOISE = "no-noise"  # trains with z = 0; the claim keeps the cell's z
+    NO_NOISE = "no-noise"  # trains with z = 0; the claim keeps the run's z
     NO_CLIP = "no-clip"  # records' gradients are not clipped; the noise std stays z*C
 
 
@@ -142,45 +157,82 @@ def count_correct(
     return k_plus + k_minus, v
 
 
-class GradientCanaries:
-    """The audit hook (:class:`models.dp.AuditHook`) for gradient canaries.
+#: The attack that scores input canaries, per release: the strongest of the release whose score
+#: is one number per record fixed in advance (reconstruction for the whole VAE, paper 003's
+#: attack; GAN-Leaks' latent search for a decoder).
+INPUT_CANARY_ATTACK: dict[ReleaseKind, str] = {
+    ReleaseKind.WHOLE_VAE: "reconstruction",
+    ReleaseKind.DECODER_ONLY: "latent-search",
+}
 
-    Canary j is the vector ``canary_norm * C * e_{c_j}`` on its own coordinate c_j, drawn
-    without replacement from every trainable coordinate of ``params``. Each step, every
-    included canary is sampled with probability ``sample_rate``; the sampled ones are clipped by
-    :func:`models.dp.clip_and_sum` (all canaries share a norm, so one clipped value
-    serves all) and added to the clipped sum. ``sums`` accumulates the released noisy
-    gradient on each canary's coordinate.
+
+class Switches:
+    """An audit hook (:class:`models.dp.AuditHook`) without canaries: only the test-only
+    broken-mechanism switches."""
+
+    def __init__(self, broken: Broken = Broken.NONE) -> None:
+        self.unclipped = broken is Broken.NO_CLIP
+        self.noiseless = broken is Broken.NO_NOISE
+
+    def begin(self, params: list[torch.nn.Parameter]) -> None:
+        return None
+
+    def add_canaries(self, summed: list[torch.Tensor], *, clip_norm: float) -> list[torch.Tensor]:
+        return summed
+
+    def observe(self, noisy: list[torch.Tensor]) -> None:
+        return None
+
+
+class GradientCanaries(Switches):
+    """The audit hook for gradient canaries.
+
+    At :meth:`begin`, canary j gets its own coordinate c_j, drawn without replacement from every
+    coordinate of the privately trained parameters; its gradient is ``raw_norm * e_{c_j}``.
+    Each step, every included canary is sampled with probability ``sample_rate``; the sampled
+    ones are clipped by :func:`models.dp.clip_and_sum` (all canaries share a norm, so one
+    clipped value serves all) and added to the clipped sum. ``sums`` accumulates the released
+    noisy gradient on each canary's coordinate.
     """
 
     def __init__(
         self,
-        params: list[torch.nn.Parameter],
         *,
         included: np.ndarray,
         sample_rate: float,
         raw_norm: float,
         seed: int,
-        unclipped: bool = False,
+        broken: Broken = Broken.NONE,
     ) -> None:
-        sizes = np.array([p.numel() for p in params])
-        m = len(included)
-        if m > sizes.sum():
-            raise ValueError(
-                f"{m} gradient canaries need as many coordinates; the model has {int(sizes.sum())}"
-            )
-        flat = np.sort(numpy_rng(seed, TAG, "coordinates").choice(sizes.sum(), m, replace=False))
-        self.param_of = np.searchsorted(np.cumsum(sizes), flat, side="right")
-        self.offset = flat - np.concatenate([[0], np.cumsum(sizes)])[self.param_of]
+        super().__init__(broken)
         self.included = torch.as_tensor(included, dtype=torch.bool)
-        self.sample_rate, self.raw_norm, self.unclipped = sample_rate, raw_norm, unclipped
+        self.sample_rate, self.raw_norm, self.seed = sample_rate, raw_norm, seed
         self.gen = torch_generator(seed, TAG, "canary-sampling")
+        m = len(included)
         self.sums = np.zeros(m)
         self.sampled = np.zeros(m, dtype=np.int64)
+        self.params: list[torch.nn.Parameter] = []
+        self.start = np.zeros(m)
+
+    def begin(self, params: list[torch.nn.Parameter]) -> None:
+        sizes = np.array([p.numel() for p in params])
+        m = len(self.included)
+        if m > sizes.sum():
+            raise ValueError(
+                f"{m} gradient canaries need as many coordinates; the privately trained "
+                f"parameters have {int(sizes.sum())}"
+            )
+        flat = np.sort(
+            numpy_rng(self.seed, TAG, "coordinates").choice(sizes.sum(), m, replace=False)
+        )
+        self.param_of = np.searchsorted(np.cumsum(sizes), flat, side="right")
+        self.offset = flat - np.concatenate([[0], np.cumsum(sizes)])[self.param_of]
         self._by_param = {
             int(i): (self.param_of == i, torch.as_tensor(self.offset[self.param_of == i]))
             for i in np.unique(self.param_of)
         }
+        self.params = list(params)
+        self.start = self.coordinates()
 
     def add_canaries(self, summed: list[torch.Tensor], *, clip_norm: float) -> list[torch.Tensor]:
         draw = torch.rand(len(self.included), generator=self.gen) < self.sample_rate
@@ -199,76 +251,72 @@ class GradientCanaries:
             values = noisy[i].detach().reshape(-1)[where.to(noisy[i].device)]
             self.sums[sel] += values.double().cpu().numpy()
 
-    def coordinates(self, params: list[torch.nn.Parameter]) -> np.ndarray:
-        """The current values of the canaries' coordinates."""
-        flat = [p.detach().reshape(-1).cpu().double() for p in params]
+    def coordinates(self) -> np.ndarray:
+        """The current values of the canaries' coordinates (after :meth:`begin`)."""
+        flat = [p.detach().reshape(-1).cpu().double() for p in self.params]
         return np.array(
             [float(flat[i][o]) for i, o in zip(self.param_of, self.offset, strict=True)]
         )
 
 
-class _ClipOnly:
-    """The hook with no canaries: only the test-only switch that removes clipping."""
-
-    unclipped = True
-
-    def add_canaries(self, summed: list[torch.Tensor], *, clip_norm: float) -> list[torch.Tensor]:
-        return summed
-
-    def observe(self, noisy: list[torch.Tensor]) -> None:
-        return None
+def audit_cell_of(cell: CellConfig) -> CellConfig:
+    """The extra run's cell: the cell with a seed derived from its own and :data:`TAG`, so its
+    initialisation, batches and noise are fresh (the data split is the caller's)."""
+    return replace(cell, seed=derive_seed(cell.seed, TAG) % 2**31)
 
 
-def _run_settings(cell: CellConfig, prepared: Prepared, model, ctx: Context, broken: Broken):
-    """(VAETrainSettings, DPSettings, z): the cell's own DP-Adam settings with the audit's seeds."""
-    mech = get_mechanism(MechanismName.CDP)
-    settings = vae_settings(cell, ctx)
-    clip_norm, _ = mech.clip_norm(model, prepared, cell, settings)
-    z, _ = mech.noise_multiplier(cell, n_train=len(prepared.train[0]))
-    settings = replace(settings, seed=derive_seed(cell.seed, Purpose.TRAIN, TAG))
-    dp = DPSettings(
-        noise_multiplier=0.0 if broken is Broken.NO_NOISE else z,
-        clip_norm=clip_norm,
-        noise_seed=derive_seed(cell.seed, Purpose.DP_NOISE, TAG),
-    )
-    return settings, dp, z
+@dataclass(frozen=True)
+class ExtraRun:
+    """The extra training run: the released model (inference form), its claim and seconds."""
+
+    model: torch.nn.Module
+    claim: PrivacyClaim
+    seconds: float
 
 
-def _fresh_model(cell: CellConfig, data: CellData, ctx: Context):
+def extra_run(cell: CellConfig, data: CellData, ctx: Context, hook: Switches) -> ExtraRun:
+    """Train ``cell``'s mechanism on ``data`` exactly as a cell does (``prepare``, a model built
+    and initialised as :func:`audit.pipeline.run_cell` builds it, ``train``, ``claim``), with
+    ``hook`` in the training loop."""
+    mech = get_mechanism(cell.mech)
+    prepared = mech.prepare(cell, data, ctx)
     family = model_family(data.shape, data.num_classes)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(derive_seed(cell.seed, Purpose.INIT, TAG) % 2**63)
-        model = family.target_vae(latent_dim=cell.profile.latent_dim).to(ctx.device)
-    return family, model
+        torch.manual_seed(derive_seed(cell.seed, Purpose.INIT) % 2**63)
+        model = family.target_vae(
+            latent_dim=cell.profile.latent_dim,
+            per_example_gradients=mech.per_example_gradients,
+        ).to(ctx.device)
+    start = time.perf_counter()
+    trained = mech.train(model, prepared, cell, replace(ctx, audit_hook=hook))
+    seconds = time.perf_counter() - start
+    claim = mech.claim(cell, data, trained)
+    return ExtraRun(model=family.for_inference(model).eval(), claim=claim, seconds=seconds)
 
 
-def _claim(cell: CellConfig, n_train: int, z: float, delta_n: int) -> PrivacyClaim:
-    mech = get_mechanism(MechanismName.CDP)
-    return cdp_claim(
-        n_train=n_train,
-        batch_size=cell.profile.batch_size,
-        epochs=cell.profile.epochs,
-        noise_multiplier=z,
-        delta=mech.delta(cell, delta_n),
-        conversion=mech.conversion(cell),
+def one_run_mechanisms() -> tuple[str, ...]:
+    """The mechanisms the one-run audit applies to: those that override
+    :meth:`~audit.mechanisms.mechanism.Mechanism.canary_sample_rate` (DP-SGD training loops)."""
+    return tuple(
+        m.value
+        for m in MechanismName
+        if type(get_mechanism(m)).canary_sample_rate is not Mechanism.canary_sample_rate
     )
 
 
 def audit_one_run(
     cell: CellConfig, data: CellData, ctx: Context, settings: OneRunSettings
 ) -> OneRunAudit:
-    """One extra DP-Adam run of the ``cdp`` cell with canaries, and Steinke et al.'s bound.
-
-    Notes:
-        The claim is the cell's accountant at the cell's delta (1/N_train of the real D_train
-        unless ``delta`` is set) for the run's own N: gradient canaries leave D_train and so the
-        claim unchanged; input canaries add the included ones to D_train (N grows by about m/2,
-        with sample rate B/N and ceil(epochs N / B) steps; the claim is recomputed for that N).
-    """
-    if cell.mech is not MechanismName.CDP:
-        raise ValueError(f"the one-run audit applies to cdp cells, got {cell.mech.value!r}")
+    """One extra training run of the cell's mechanism with canaries, and Steinke et al.'s bound
+    against the claim of that run (its own N_train and delta: the cell's ``--delta``, else
+    1/N_train of the run's D_train; input canaries add the included ones to D_train)."""
+    if cell.mech.value not in one_run_mechanisms():
+        raise ValueError(
+            f"the one-run audit applies to {', '.join(one_run_mechanisms())} cells, got "
+            f"{cell.mech.value!r}"
+        )
     run = _audit_gradient if settings.kind is CanaryKind.GRADIENT else _audit_input
-    return run(cell, data, ctx, settings)
+    return run(audit_cell_of(cell), data, ctx, settings)
 
 
 def _included(settings: OneRunSettings) -> np.ndarray:
@@ -286,91 +334,110 @@ def _bound(scores, included, settings: OneRunSettings, delta: float) -> tuple[On
 
 def _audit_gradient(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
     start = time.perf_counter()
-    prepared = Prepared(train=data.train, val=data.val)
-    _, model = _fresh_model(cell, data, ctx)
-    train_settings, dp, z = _run_settings(cell, prepared, model, ctx, settings.broken)
-    params = [p for p in model.parameters() if p.requires_grad]
+    mech = get_mechanism(cell.mech)
+    n_train = len(data.train[0])
+    clip_norm = _clip_norm(cell)
     included = _included(settings)
     hook = GradientCanaries(
-        params,
         included=included,
-        sample_rate=cell.profile.batch_size / len(data.train[0]),
-        raw_norm=settings.canary_norm * dp.clip_norm,
+        sample_rate=mech.canary_sample_rate(cell, n_train),
+        raw_norm=settings.canary_norm * clip_norm,
         seed=settings.seed,
-        unclipped=settings.broken is Broken.NO_CLIP,
+        broken=settings.broken,
     )
-    before = hook.coordinates(params)
-    t0 = time.perf_counter()
-    train_dp_vae(model, data.train, data.val, train_settings, dp, audit_hook=hook)
-    train_seconds = time.perf_counter() - t0
-    claim = _claim(cell, len(data.train[0]), z, len(data.train[0]))
-    bound, _ = _bound(hook.sums, included, settings, claim.delta)
-    move, _ = _bound(before - hook.coordinates(params), included, settings, claim.delta)
+    run = extra_run(cell, data, ctx, hook)
+    ran_clip = float(run.claim.extra.get("clip_norm", clip_norm))
+    if not math.isclose(ran_clip, clip_norm):
+        raise RuntimeError(
+            f"the run clipped at C = {ran_clip:g}, the canaries were made for {clip_norm:g}"
+        )
+    bound, _ = _bound(hook.sums, included, settings, run.claim.delta)
+    move, _ = _bound(hook.start - hook.coordinates(), included, settings, run.claim.delta)
     k_plus, k_minus = settings.guesses
     return OneRunAudit(
         kind=CanaryKind.GRADIENT,
         score="sum over steps of the released noisy gradient on the canary's coordinate",
-        claim=claim,
+        claim=run.claim,
         bound=bound,
         k_plus=k_plus,
         k_minus=k_minus,
         broken=settings.broken,
-        train_seconds=train_seconds,
+        train_seconds=run.seconds,
         seconds=time.perf_counter() - start,
         scores=hook.sums.copy(),
         included=included,
         extra={
             "parameter_move_epsilon": move.epsilon,
-            "canary_norm_before_clipping": settings.canary_norm * dp.clip_norm,
-            "clip_norm": dp.clip_norm,
+            "canary_norm_before_clipping": settings.canary_norm * clip_norm,
+            "clip_norm": clip_norm,
+            "canary_sample_rate": hook.sample_rate,
             "never_sampled_included": int((hook.sampled[included] == 0).sum()),
         },
     )
 
 
+def _clip_norm(cell: CellConfig) -> float:
+    """The clip norm C the cell's mechanism trains with (a number: the median heuristic is
+    data-dependent and refused here, as its canaries must be sized before training)."""
+    from audit.mechanisms.cdp import ClipNormRule
+    from models.dp import DEFAULT_CLIP_NORM
+
+    value = getattr(get_mechanism(cell.mech).options_of(cell), "clip_norm", None)
+    if value is ClipNormRule.MEDIAN:
+        raise ValueError(
+            "the one-run audit needs a fixed --clip-norm (the median heuristic sets C from the "
+            "data while training); give --clip-norm a number"
+        )
+    return DEFAULT_CLIP_NORM if value is None else float(value)
+
+
 def input_canaries(data: CellData, m: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """m canary records: i.i.d. uniform pixels (seeded) with uniformly drawn labels."""
+    """m canary records: i.i.d. uniform values (seeded) in the records' range ([0, 1] for
+    images, [-1, 1] for series) with uniformly drawn labels."""
     gen = torch_generator(seed, TAG, "input-canaries")
     x = torch.rand((m, *data.shape), generator=gen, dtype=data.train[0].dtype)
+    low = float(data.train[0].min())
+    if low < 0:  # series live in [-1, 1]
+        x = 2 * x - 1
     y = torch.randint(data.num_classes, (m,), generator=gen)
     return x, y
 
 
 def _audit_input(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
     start = time.perf_counter()
+    mech = get_mechanism(cell.mech)
     included = _included(settings)
     cx, cy = input_canaries(data, settings.canaries, settings.seed)
     keep = torch.as_tensor(included)
     train = (torch.cat([data.train[0], cx[keep]]), torch.cat([data.train[1], cy[keep]]))
-    prepared = Prepared(train=train, val=data.val)
-    family, model = _fresh_model(cell, data, ctx)
-    train_settings, dp, z = _run_settings(cell, prepared, model, ctx, settings.broken)
-    hook = _ClipOnly() if settings.broken is Broken.NO_CLIP else None
-    t0 = time.perf_counter()
-    train_dp_vae(model, train, data.val, train_settings, dp, audit_hook=hook)
-    train_seconds = time.perf_counter() - t0
-    model = family.for_inference(model).eval()
-    attack = get_attack("reconstruction")(
-        n_samples=cell.profile.attack_samples,
-        distances=(Distance.MSE,),
+    with_canaries = replace(data, train=train, train_index=None)
+    run = extra_run(cell, with_canaries, ctx, Switches(settings.broken))
+    name = INPUT_CANARY_ATTACK[mech.release]
+    modality = record_modality(data.shape)
+    attack = build_attack(
+        name,
         seed=derive_seed(cell.seed, Purpose.ATTACK, TAG),
         device=ctx.device,
+        settings=attack_settings(attack_samples=cell.profile.attack_samples, modality=modality),
     )
-    result = attack.run(model, AttackData(x=cx, y=cy, is_member=included))[Distance.MSE]
-    claim = _claim(cell, len(train[0]), z, len(data.train[0]))
-    bound, _ = _bound(result.scores, included, settings, claim.delta)
+    release = Release.of_kind(mech.release, model=run.model, samples=None)
+    results = attack.run_release(release, AttackData(x=cx, y=cy, is_member=included))
+    result = next(iter(results.values()))  # the attack's first (primary) result
+    bound, _ = _bound(result.scores, included, settings, run.claim.delta)
     k_plus, k_minus = settings.guesses
+    variant = getattr(result.variant, "value", result.variant)
     return OneRunAudit(
         kind=CanaryKind.INPUT,
-        score=f"reconstruction attack, -MSE over {cell.profile.attack_samples} samples",
-        claim=claim,
+        score=f"{name} attack ({result.distance.value}, {variant}), "
+        f"{result.n_samples} samples per record",
+        claim=run.claim,
         bound=bound,
         k_plus=k_plus,
         k_minus=k_minus,
         broken=settings.broken,
-        train_seconds=train_seconds,
+        train_seconds=run.seconds,
         seconds=time.perf_counter() - start,
         scores=np.asarray(result.scores),
         included=included,
-        extra={"n_train_with_canaries": len(train[0]), "canaries": "uniform-noise images"},
+        extra={"n_train_with_canaries": len(train[0]), "canaries": "uniform-noise records"},
     )

@@ -251,8 +251,18 @@ class CentralDP(Mechanism):
         dp: DPSettings,
     ) -> TrainHistory:
         return train_dp_vae(
-            model, prepared.train, prepared.val, settings, dp, progress=ctx.progress
+            model,
+            prepared.train,
+            prepared.val,
+            settings,
+            dp,
+            progress=ctx.progress,
+            audit_hook=ctx.audit_hook,
         )
+
+    def canary_sample_rate(self, cell: CellConfig, n_train: int) -> float | None:
+        """Poisson sampling at q = B / N_train, every step."""
+        return cell.profile.batch_size / n_train
 
     def clip_norm(
         self,

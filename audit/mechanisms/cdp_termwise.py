@@ -167,7 +167,14 @@ class TermwiseDP(CentralDP):
             seed=derive_seed(cell.seed, Purpose.TRAIN, "termwise", cell.config_hash),
         )
         return train_termwise_vae(
-            model, prepared.train, prepared.val, settings, dp, termwise, progress=ctx.progress
+            model,
+            prepared.train,
+            prepared.val,
+            settings,
+            dp,
+            termwise,
+            progress=ctx.progress,
+            audit_hook=ctx.audit_hook,
         )
 
     def partitions(self, cell: CellConfig) -> int:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+import torch
+
 from attacks.threat import ReleaseKind
 from audit.config import CellConfig, MechanismName
 from audit.mechanisms.cdp import CdpEpsilonParams, DpAdamOptions, parse_clip_norm, with_extra
@@ -36,7 +38,7 @@ from audit.privacy.dp2vae_accounting import dp2vae_claim, dp2vae_noise_for_epsil
 from core.schedule import dp_sgd_steps
 from core.seeding import Purpose, derive_seed
 from models.dp import DEFAULT_CLIP_NORM, DPSettings
-from models.dp.dp2vae_loop import Dp2Settings, train_dp2vae
+from models.dp.dp2vae_loop import Dp2Settings, subset_assignment, train_dp2vae
 from models.training import TrainHistory
 from models.vae import ConditionalConvVAE
 
@@ -158,6 +160,15 @@ class Dp2Vae(Mechanism):
         source = f"target-epsilon {opts.target_epsilon:g} (grid value {cell.param_value} ignored)"
         return sigma, source
 
+    def canary_sample_rate(self, cell: CellConfig, n_train: int) -> float | None:
+        """A record's per-step chance in stage 2: its subset is chosen (1/K), then a Poisson
+        coin at min(1, B / |D_k|); the smallest over the run's subsets (the largest |D_k| of the
+        assignment :meth:`train` will draw)."""
+        k = self.settings(cell, n_train).subsets
+        seed = derive_seed(cell.seed, Purpose.TRAIN)  # vae_settings(cell).seed, as train uses
+        largest = int(torch.bincount(subset_assignment(n_train, k, seed=seed)).max())
+        return min(1.0, cell.profile.batch_size / largest) / k
+
     def train(
         self, model: ConditionalConvVAE, prepared: Prepared, cell: CellConfig, ctx: Context
     ) -> Trained:
@@ -177,6 +188,7 @@ class Dp2Vae(Mechanism):
             dp,
             self.settings(cell, n_train),
             progress=ctx.progress,
+            audit_hook=ctx.audit_hook,
         )
         model.to(ctx.device)
         history = TrainHistory(train_loss=list(record.train_loss), dp=record)

@@ -17,6 +17,7 @@ from audit.options import AccountingParams, MechanismOptions, NoOptions
 from audit.privacy.claim import PrivacyClaim
 from core.progress import ProgressFactory
 from core.seeding import Purpose, derive_seed
+from models.dp import AuditHook
 from models.training import Pair, TrainHistory, VAETrainSettings, train_vae
 from models.vae import ConditionalConvVAE
 
@@ -88,10 +89,16 @@ def describe_claim(claim: PrivacyClaim) -> list[str]:
 
 @dataclass(frozen=True)
 class Context:
-    """Run-time facts a mechanism may need that are not part of the cell's identity."""
+    """Run-time facts a mechanism may need that are not part of the cell's identity.
+
+    ``audit_hook``: AUDIT/TEST ONLY (:mod:`audit.empirical.one_run`): a DP-SGD mechanism's
+    ``train`` hands it to its training loop (:class:`models.dp.AuditHook`); None in every real
+    cell.
+    """
 
     device: str
     progress: ProgressFactory
+    audit_hook: AuditHook | None = None
 
 
 class Mechanism(ABC):
@@ -168,6 +175,14 @@ class Mechanism(ABC):
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
         """Training and validation data for the target VAE (identity unless local DP)."""
         return Prepared(train=data.train, val=data.val)
+
+    def canary_sample_rate(self, cell: CellConfig, n_train: int) -> float | None:
+        """The per-step chance that a DP step samples one given record of an ``n_train``-record
+        D_train (the rate at which the one-run audit samples a gradient canary), or None when
+        training is no DP-SGD loop that takes ``ctx.audit_hook`` (then the one-run audit does
+        not apply). A canary sampled at a record's rate, or less, is a record the claim covers.
+        """
+        return None
 
     def train(
         self, model: ConditionalConvVAE, prepared: Prepared, cell: CellConfig, ctx: Context

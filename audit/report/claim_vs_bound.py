@@ -17,6 +17,8 @@ AUDIT = [
     "epsilon_lower_kind",
     "epsilon_lower_m",
     "epsilon_lower_ceiling",
+    "epsilon_lower_input",
+    "epsilon_lower_input_m",
 ]
 
 
@@ -25,6 +27,7 @@ def audited_cells(rows: pd.DataFrame) -> pd.DataFrame:
     where the run has no ``epsilon_lower`` column or no finite bound."""
     if "epsilon_lower" not in rows.columns:
         return pd.DataFrame(columns=[*CELL, *AUDIT])
+    rows = rows.assign(**{c: rows.get(c, np.nan) for c in AUDIT if c not in rows.columns})
     cells = rows[rows["epsilon_lower"].notna()][[*CELL, *AUDIT]]
     cells = cells.drop_duplicates(subset=CELL)
     return cells.sort_values(["mech", "param_value", "seed"]).reset_index(drop=True)
@@ -32,14 +35,24 @@ def audited_cells(rows: pd.DataFrame) -> pd.DataFrame:
 
 def claim_vs_bound_table(cells: pd.DataFrame) -> str:
     """Markdown: per audited cell, the claim, the lower bound, how (kind, M or m) and the
-    ceiling (the most that audit could prove)."""
-    head = "| mech | param | seed | claimed ε | lower bound | audit | M or m | ceiling |"
-    lines = [head, "|" + " --- |" * 8]
+    ceiling (the most that audit could prove), and the input-canary bound with its m where the
+    cell ran one (DP-SGD mechanisms)."""
+    head = (
+        "| mech | param | seed | claimed ε | lower bound | audit | M or m | ceiling | "
+        "input-canary bound (m) |"
+    )
+    lines = [head, "|" + " --- |" * 9]
     for c in cells.itertuples(index=False):
         label = param_label(c.mech, c.param_name, c.param_value)
+        inp = (
+            f"{c.epsilon_lower_input:.4g} ({int(c.epsilon_lower_input_m)})"
+            if np.isfinite(c.epsilon_lower_input)
+            else "-"
+        )
         lines.append(
             f"| {c.mech} | {label} | {c.seed} | {c.epsilon:.4g} | {c.epsilon_lower:.4g} | "
-            f"{c.epsilon_lower_kind} | {int(c.epsilon_lower_m)} | {c.epsilon_lower_ceiling:.4g} |"
+            f"{c.epsilon_lower_kind} | {int(c.epsilon_lower_m)} | {c.epsilon_lower_ceiling:.4g} "
+            f"| {inp} |"
         )
     return "\n".join(lines)
 
@@ -59,6 +72,15 @@ def claim_vs_bound_figure(cells: pd.DataFrame, *, title: str) -> Figure:
         ax.plot(x, mean["epsilon"], "o-", color=color, label="claimed ε")
         shown = mean["epsilon_lower"] > 0
         ax.plot(x[shown], mean["epsilon_lower"][shown], "s--", color=color, label="lower bound")
+        inputs = group["epsilon_lower_input"].mean()
+        if (inputs > 0).any():
+            ax.plot(
+                x[inputs > 0],
+                inputs[inputs > 0],
+                "^:",
+                color=color,
+                label="lower bound (input canaries)",
+            )
         ceiling = mean["epsilon_lower_ceiling"] > 0
         ax.plot(
             x[ceiling], mean["epsilon_lower_ceiling"][ceiling], ":", color="grey", label="ceiling"

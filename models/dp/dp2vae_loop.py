@@ -47,7 +47,13 @@ from core.progress import ProgressFactory, null_progress
 from core.schedule import dp_sgd_steps
 from core.seeding import Purpose, derive_seed, torch_generator
 from core.validation import check_positive_int
-from models.dp import DPSettings, GradSampleMode, PerExampleGradients, private_gradient
+from models.dp import (
+    AuditHook,
+    DPSettings,
+    GradSampleMode,
+    PerExampleGradients,
+    private_gradient,
+)
 from models.dp.book_keeping import ClippedSum
 from models.lstm_vae import LstmVAE
 from models.training import Pair, VAETrainSettings, vae_per_example_loss
@@ -256,6 +262,7 @@ class Stage2:
         lr: float,
         beta: float,
         device: str | torch.device = "cpu",
+        audit_hook: AuditHook | None = None,
     ) -> None:
         if dp.grad_sample_mode is GradSampleMode.GHOST:
             raise ValueError(
@@ -274,6 +281,9 @@ class Stage2:
         self.decoder_opt = torch.optim.Adam(self.decoder, lr=lr)
         self._encoder_opts: dict[int, torch.optim.Optimizer] = {}
         self.noise_gen = torch.Generator(device=device).manual_seed(dp.noise_seed)
+        self.audit_hook = audit_hook
+        if audit_hook is not None:
+            audit_hook.begin(self.engine.params)
 
     def step(
         self, k: int, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, index: torch.Tensor
@@ -287,7 +297,10 @@ class Stage2:
             dp=self.dp,
             expected_batch_size=self.expected_batch_size,
             generator=self.noise_gen,
+            audit_hook=self.audit_hook,
         )
+        if self.audit_hook is not None:
+            self.audit_hook.observe(grads)
         encoder_grads = self._encoder_gradient(k, x, y, noise)
         for p, g in zip(self.decoder, grads, strict=True):
             p.grad = g
@@ -359,6 +372,7 @@ def train_dp2vae(
     dp2: Dp2Settings,
     *,
     progress: ProgressFactory = null_progress,
+    audit_hook: AuditHook | None = None,
 ) -> Dp2Record:
     """DP2-VAE on ``train``; trains ``model``'s decoder in place and returns what ran.
 
@@ -367,6 +381,8 @@ def train_dp2vae(
     counted as N/B steps, as in DP-Adam); ``settings.seed`` keys the subsets, the stage-1
     initialisations and batches, the subset choices and each step's Poisson coins;
     ``dp.noise_seed`` the Gaussian noise. ``model``'s encoder keeps its initial weights.
+    ``audit_hook`` (audit/test only) reaches each stage-2 step's clipped decoder sum and sees
+    the noisy decoder gradient it releases (:class:`models.dp.AuditHook`).
     """
     x_train, _ = train
     n = len(x_train)
@@ -394,6 +410,7 @@ def train_dp2vae(
         lr=settings.lr,
         beta=settings.beta,
         device=settings.device,
+        audit_hook=audit_hook,
     )
     run = _run_stage2(stage, train, members, rates, choices, settings, b_max, progress)
     model.eval()

@@ -83,12 +83,18 @@ class AuditHook(Protocol):
     """AUDIT/TEST-ONLY access to each DP step (``audit.empirical.one_run``); None in real runs.
 
     ``unclipped``: a deliberately broken mechanism for tests: records are not clipped (the
-    noise std stays z*C). ``add_canaries`` returns the step's clipped sum with the gradient
+    noise std stays z*C). ``noiseless``: another one: no Gaussian noise is added (the run's
+    record, and so the claim, keep z). ``begin`` receives, once before the first step, the
+    parameters the private gradient is taken of (the order of every gradient list below).
+    ``add_canaries`` returns the step's clipped sum with the gradient
     canaries Poisson-sampled into this step added before the noise; ``observe`` sees the noisy
     gradient each step releases.
     """
 
     unclipped: bool
+    noiseless: bool
+
+    def begin(self, params: list[torch.nn.Parameter]) -> None: ...
 
     def add_canaries(
         self, summed: list[torch.Tensor], *, clip_norm: float
@@ -216,6 +222,8 @@ def train_dp_vae(
         num_samples=n, sample_rate=settings.batch_size / n, generator=gen, steps=steps
     )
     engine = PerExampleGradients(SampleLoss(model, beta=settings.beta), dp.grad_sample_mode)
+    if audit_hook is not None:
+        audit_hook.begin(engine.params)
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
     history = TrainHistory()
     val_subset = settings.validation.subset(val, seed=settings.seed)
@@ -287,10 +295,11 @@ def private_gradient(
         if audit_hook is None
         else audit_hook.add_canaries(sample.grads, clip_norm=clip)
     )
+    z = 0.0 if audit_hook is not None and audit_hook.noiseless else dp.noise_multiplier
     grads = noisy_average(
         summed,
         clip_norm=dp.clip_norm,
-        noise_multiplier=dp.noise_multiplier,
+        noise_multiplier=z,
         denominator=expected_batch_size,
         generator=generator,
     )
@@ -299,7 +308,7 @@ def private_gradient(
         extra = noisy_average(
             summed.grads,
             clip_norm=batch_term.clip_norm,
-            noise_multiplier=dp.noise_multiplier,
+            noise_multiplier=z,
             denominator=batch_term.denominator,
             generator=generator,
             noise_on=batch_term.noise_mask(),

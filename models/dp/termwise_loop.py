@@ -42,6 +42,7 @@ from torch import nn
 from core.progress import ProgressFactory, null_progress
 from models.divergences import Divergence, mmd, sample_prior
 from models.dp import (
+    AuditHook,
     BatchTermRun,
     ClippedSum,
     DPSettings,
@@ -277,11 +278,14 @@ def train_termwise_vae(
     termwise: TermwiseSettings,
     *,
     progress: ProgressFactory = null_progress,
+    audit_hook: AuditHook | None = None,
 ) -> TrainHistory:
     """Term-wise DP-Adam: DP-Adam on phi (clip C1 = ``dp.clip_norm``, noise multiplier s =
     ``dp.noise_multiplier``) plus the batch-wise release of psi (clip C2, the same s).
 
     Without an active batch term (alpha = 0 or C2 = 0) this is ``train_dp_vae`` exactly.
+    ``audit_hook`` (audit/test only) reaches the per-example term's clipped sum, as in
+    :func:`~models.dp.dp_adam.train_dp_vae`.
     """
     term = None
     if termwise.active:
@@ -292,7 +296,16 @@ def train_termwise_vae(
             batch_size=settings.batch_size,
             mode=dp.grad_sample_mode,
         )
-    history = train_dp_vae(model, train, val, settings, dp, batch_term=term, progress=progress)
+    history = train_dp_vae(
+        model,
+        train,
+        val,
+        settings,
+        dp,
+        batch_term=term,
+        progress=progress,
+        audit_hook=audit_hook,
+    )
     history.dp = replace(
         history.dp,
         batch_term=BatchTermRun(

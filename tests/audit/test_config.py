@@ -88,3 +88,31 @@ def test_existing_cells_keep_their_hashes():
     other = replace(cell, attacks=("reconstruction", "monte-carlo"))
     assert other.canonical()["attacks"] == ["reconstruction", "monte-carlo"]
     assert other.config_hash != cell.config_hash  # a list that changes results is identity
+
+
+@pytest.mark.parametrize(
+    ("dataset", "profile", "cap"),
+    [
+        ("lfw20", "quick", 200),
+        ("lfw20", "standard", 200),
+        ("lfw50", "quick", 500),
+        ("lfw20", "paper", None),
+        ("lfw-subset", "quick", 50),
+        ("digits", "standard", 50),
+    ],
+)
+def test_downloadable_lfw_caps_d_train_per_person(dataset, profile, cap):
+    from audit.config import profile_for_dataset
+
+    assert profile_for_dataset(ProfileName(profile), dataset).max_train == cap
+
+
+def test_max_train_on_the_command_line_overrides_the_per_person_cap():
+    from audit.cli.run_command import build_run_parser, config_from_args
+
+    args = build_run_parser().parse_args(["--dataset", "lfw20", "--mech", "none"])
+    assert config_from_args(args).profile.max_train == 200
+    args = build_run_parser().parse_args(
+        ["--dataset", "lfw20", "--mech", "none", "--max-train", "60"]
+    )
+    assert config_from_args(args).profile.max_train == 60

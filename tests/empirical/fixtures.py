@@ -53,3 +53,19 @@ def tiny_data() -> CellData:
 
 
 CTX = Context(device="cpu", progress=null_progress)
+
+
+def tiny_dp_cell(mech: str, z: float = 3.0, seed: int = 0) -> CellConfig:
+    """A tiny cell of another DP-SGD mechanism (cdp-termwise, dp2vae) at delta = 1e-5."""
+    from audit.mechanisms import build_options
+
+    name = MechanismName(mech)
+    return CellConfig(
+        dataset="digits",
+        mech=name,
+        param_name="noise_multiplier",
+        param_value=z,
+        seed=seed,
+        profile=TINY_PROFILE,
+        mech_options=dict(build_options([name], {"delta": 1e-5}))[name],
+    )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
-from audit.empirical.cell_audit import CANARIES, NOT_AUDITED, audit_cell
+from audit.empirical.cell_audit import CANARIES, INPUT_CANARIES, NOT_AUDITED, audit_cell
 from audit.privacy.claim import PrivacyClaim
 from audit.rows import COLUMNS
 
@@ -21,8 +23,8 @@ def _claim(delta: float) -> PrivacyClaim:
     return PrivacyClaim(epsilon=5.0, delta=delta, method="test", accountant="test")
 
 
-def test_the_columns_are_the_rows_last_four():
-    assert tuple(NOT_AUDITED.columns()) == COLUMNS[-4:]
+def test_the_columns_are_the_rows_last_seven():
+    assert tuple(NOT_AUDITED.columns()) == COLUMNS[-7:]
     assert math.isnan(NOT_AUDITED.bound) and NOT_AUDITED.kind == ""
 
 
@@ -33,15 +35,13 @@ def test_cells_without_the_switch_and_the_baseline_are_not_audited():
     assert audit_cell(_cell(MechanismName.NONE, None), None, None, _claim(0)) is NOT_AUDITED
 
 
-def test_cdp_termwise_says_it_is_not_audited():
-    got = audit_cell(_cell(MechanismName.CDP_TERMWISE, 1.0), None, None, _claim(1e-5))
-    assert got.kind == "not-audited" and math.isnan(got.bound) and "cdp-termwise" in got.note
-
-
-def test_cdp_skips_the_extra_run_where_no_bound_is_provable():
+@pytest.mark.parametrize(
+    "mech", [MechanismName.CDP, MechanismName.CDP_TERMWISE, MechanismName.DP2VAE]
+)
+def test_dp_training_skips_the_extra_runs_where_no_bound_is_provable(mech):
     """At delta = 1/N_train = 0.02 (quick), 2 m delta = 4 >= 0.05: Steinke et al.'s bound is 0
     whatever the outcome, so no training run is spent (data None would fail if one ran)."""
-    got = audit_cell(_cell(MechanismName.CDP, 1.0), None, None, _claim(0.02))
+    got = audit_cell(_cell(mech, 1.0), None, None, _claim(0.02))
     assert (got.bound, got.ceiling, got.m, got.kind) == (
         0.0,
         0.0,
@@ -49,6 +49,27 @@ def test_cdp_skips_the_extra_run_where_no_bound_is_provable():
         "one-run-gradient",
     )
     assert "not run" in got.note and "--delta" in got.note
+    assert math.isnan(got.input_bound) and got.input_m == 0
+
+
+@pytest.mark.parametrize("mech", ["cdp", "cdp-termwise", "dp2vae"])
+def test_dp_training_gets_both_one_run_audits(mech):
+    from dataclasses import replace
+
+    from tests.empirical.fixtures import CTX, tiny_cell, tiny_data, tiny_dp_cell
+
+    cell = tiny_cell() if mech == "cdp" else tiny_dp_cell(mech, z=6.0)
+    cell = replace(cell, options=OPTIONS, audit=True)
+    got = audit_cell(cell, tiny_data(), CTX, _claim(1e-5))
+    cols = got.columns()
+    assert cols["epsilon_lower_kind"] == "one-run-gradient"
+    assert (cols["epsilon_lower_m"], cols["epsilon_lower_input_m"]) == (
+        CANARIES["quick"],
+        INPUT_CANARIES["quick"],
+    )
+    assert 0 <= cols["epsilon_lower"] <= cols["epsilon_lower_ceiling"]
+    assert 0 <= cols["epsilon_lower_input"] <= cols["epsilon_lower_input_ceiling"]
+    assert "gradient canaries" in got.note and "input canaries" in got.note
 
 
 def test_vae_ldp_gets_the_corner_audit_below_its_claim():

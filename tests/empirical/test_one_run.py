@@ -11,10 +11,16 @@ from audit.empirical.one_run import (
     CanaryKind,
     GradientCanaries,
     OneRunSettings,
+    Switches,
     audit_one_run,
     count_correct,
+    one_run_mechanisms,
 )
-from tests.empirical.fixtures import CTX, tiny_cell, tiny_data
+from tests.empirical.fixtures import CTX, tiny_cell, tiny_data, tiny_dp_cell
+
+
+def _cell_of(mech: str):
+    return tiny_cell() if mech == "cdp" else tiny_dp_cell(mech)
 
 
 def _naive_count(scores, included, k_plus, k_minus):
@@ -42,16 +48,16 @@ def test_settings_refuse_bad_guesses() -> None:
     assert OneRunSettings(canaries=100).guesses == (25, 25)
 
 
-def _hook(unclipped: bool = False) -> tuple[GradientCanaries, list[torch.nn.Parameter]]:
+def _hook(broken: Broken = Broken.NONE) -> tuple[GradientCanaries, list[torch.nn.Parameter]]:
     params = [torch.nn.Parameter(torch.zeros(3, 4)), torch.nn.Parameter(torch.zeros(5))]
     hook = GradientCanaries(
-        params,
         included=np.array([True] * 6 + [False] * 4),
         sample_rate=1.0,
         raw_norm=50.0,
         seed=0,
-        unclipped=unclipped,
+        broken=broken,
     )
+    hook.begin(params)
     return hook, params
 
 
@@ -71,7 +77,8 @@ def test_gradient_canaries_add_clipped_value_on_own_coordinates() -> None:
 
 
 def test_gradient_canaries_unclipped_pass_raw_norm() -> None:
-    hook, _ = _hook(unclipped=True)
+    hook, _ = _hook(Broken.NO_CLIP)
+    assert hook.unclipped and not hook.noiseless
     out = hook.add_canaries([torch.zeros(3, 4), torch.zeros(5)], clip_norm=float("inf"))
     assert float(torch.cat([g.reshape(-1) for g in out]).max()) == pytest.approx(50.0)
 
@@ -112,40 +119,63 @@ def test_one_run_refuses_other_mechanisms() -> None:
 
     from audit.config import MechanismName
 
-    cell = replace(tiny_cell(), mech=MechanismName.LDP)
-    with pytest.raises(ValueError, match="cdp"):
+    cell = replace(tiny_cell(), mech=MechanismName.LDP, mech_options=None)
+    with pytest.raises(ValueError, match="cdp, cdp-termwise, dp2vae cells, got 'ldp'"):
         audit_one_run(cell, tiny_data(), CTX, OneRunSettings(canaries=10))
+    assert one_run_mechanisms() == ("cdp", "cdp-termwise", "dp2vae")
 
 
-class _NoCanaries:
-    unclipped = False
-
+class _CountingHook(Switches):
     def __init__(self) -> None:
+        super().__init__()
         self.seen = 0
-
-    def add_canaries(self, summed, *, clip_norm):
-        return summed
 
     def observe(self, noisy) -> None:
         self.seen += 1
 
 
-def test_an_empty_hook_leaves_training_bit_identical() -> None:
+@pytest.mark.parametrize("mech", ["cdp", "cdp-termwise", "dp2vae"])
+def test_an_empty_hook_leaves_training_bit_identical(mech: str) -> None:
     from dataclasses import replace
 
-    from audit.empirical.one_run import _fresh_model, _run_settings
-    from audit.mechanisms.mechanism import Prepared
-    from models.dp import train_dp_vae
+    from audit.empirical.one_run import extra_run
+    from audit.mechanisms import get_mechanism
 
-    cell, data = tiny_cell(), tiny_data()
+    cell, data = _cell_of(mech), tiny_data()
     cell = replace(cell, profile=replace(cell.profile, epochs=1))
     states = []
-    for hook in (None, _NoCanaries()):
-        _, model = _fresh_model(cell, data, CTX)
-        settings, dp, _ = _run_settings(
-            cell, Prepared(data.train, data.val), model, CTX, Broken.NONE
-        )
-        history = train_dp_vae(model, data.train, data.val, settings, dp, audit_hook=hook)
-        states.append(model.state_dict())
-    assert hook.seen == history.dp.steps == 4
+    for hook in (None, _CountingHook()):
+        run = extra_run(cell, data, CTX, hook)
+        states.append(run.model.state_dict())
+    assert hook.seen == 4  # ceil(1 epoch x 64 / 16) steps, each observed once
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    assert get_mechanism(cell.mech).canary_sample_rate(cell, 64) is not None
+
+
+#: z per mechanism where the claim (delta 1e-5) lies below the m = 200 audit's ceiling (3.49),
+#: so that a broken mechanism can show: cdp-termwise z = 6 claims 1.88, dp2vae z = 250 claims
+#: 1.69 (its valid bound; paper 002's Theorem 3.1 value there is 0.05).
+AUDITABLE_Z = {"cdp-termwise": 6.0, "dp2vae": 250.0}
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("mech", sorted(AUDITABLE_Z))
+def test_gradient_canary_bound_below_claim_of_other_dp_mechanisms(mech: str, seed: int) -> None:
+    cell = tiny_dp_cell(mech, z=AUDITABLE_Z[mech], seed=seed)
+    audit = audit_one_run(cell, tiny_data(), CTX, OneRunSettings(canaries=200, seed=seed))
+    assert audit.epsilon < audit.claim.epsilon < audit.bound.ceiling
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("broken", [Broken.NO_NOISE, Broken.NO_CLIP])
+@pytest.mark.parametrize("mech", sorted(AUDITABLE_Z))
+def test_gradient_canary_bound_exceeds_claim_of_other_broken_mechanisms(
+    mech: str, broken: Broken
+) -> None:
+    # seed 0, m = 200: no-noise 2.72 (termwise) and 2.04 (dp2vae); without clipping a canary of
+    # norm 100 z C outweighs the noise z C (cdp-termwise 1.88 and dp2vae 1.69 claimed)
+    z = AUDITABLE_Z[mech]
+    settings = OneRunSettings(canaries=200, broken=broken, canary_norm=100 * z)
+    audit = audit_one_run(tiny_dp_cell(mech, z=z), tiny_data(), CTX, settings)
+    assert audit.epsilon > audit.claim.epsilon

@@ -13,7 +13,10 @@ import benchmark
         (["--mech", "ldp", "--grid", "-1"], "--grid must be a positive finite number"),
         (["--mech", "dpsgd", "--grid", "1"], "invalid choice: 'dpsgd'"),
         (["--mech", "ldp"], "required: --grid"),
-        (["--mech", "ldp", "--grid", "1", "--canaries", "5"], "apply to cdp only"),
+        (
+            ["--mech", "ldp", "--grid", "1", "--canaries", "5"],
+            "apply to cdp, cdp-termwise, dp2vae only",
+        ),
         (["--mech", "cdp", "--grid", "1", "--draws", "5"], "--draws applies to ldp"),
         (["--mech", "ldp", "--grid", "1", "--draws", "0"], "--draws must be a positive"),
         (["--mech", "ldp", "--grid", "1", "--delta", "1e-5"], "does not apply to ldp"),
@@ -63,3 +66,30 @@ def test_cdp_gradient_canaries_end_to_end(capsys) -> None:
     assert code == 0
     assert "gradient canaries: lower bound" in out[1] and "ceiling" in out[1]
     assert float(out[-1]) >= 0
+
+
+def test_dp2vae_audits_print_the_papers_value_and_whether_the_bound_refutes_it() -> None:
+    from audit.cli.audit_command import _paper_claim_lines
+    from audit.privacy.claim import PrivacyClaim
+
+    claim = PrivacyClaim(
+        epsilon=50.0,
+        delta=1e-5,
+        method="t",
+        accountant="t",
+        extra={"epsilon_paper_theorem_3_1": 1.5},
+    )
+    assert "does not exceed" in _paper_claim_lines(claim, 1.2)[0]
+    assert "EXCEEDS it" in _paper_claim_lines(claim, 1.8)[0]
+    assert _paper_claim_lines(PrivacyClaim(2.0, 1e-5, "t", "t"), 3.0) == []
+
+
+@pytest.mark.slow
+def test_dp2vae_gradient_canaries_end_to_end(capsys) -> None:
+    argv = ["audit", "--dataset", "digits", "--mech", "dp2vae", "--grid", "8", "--canaries", "200"]
+    code = benchmark.main([*argv, "--delta", "1e-5"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0
+    assert out[0].startswith("dp2vae noise_multiplier=8: claimed epsilon")
+    assert "paper 002 Theorem 3.1 value" in out[1]
+    assert 0 <= float(out[-1]) < float(out[0].split("claimed epsilon ")[1].split()[0])

@@ -181,3 +181,14 @@ def test_a_lower_bound_above_its_claim_fails_whatever_the_thresholds(tmp_path, c
     assert line[:7] == ["lfw-subset", "ldp", "εᵢ=100", "1", "reconstruction", "mse", line[6]]
     assert line[7:9] == ["3.5000", "3.0000"]
     assert "FAILED: 1 violation(s)" in out
+
+
+def test_an_input_canary_bound_above_its_claim_fails(tmp_path, capsys):
+    frame = _with_bounds(runs(), 2.9)
+    frame["epsilon_lower_input"] = frame.mech.map({"none": math.nan, "cdp": 1.5, "ldp": math.nan})
+    assert run_check(tmp_path, frame) == 0  # 1.5 below cdp's claim 2.0
+    frame.loc[(frame.mech == "cdp") & (frame.seed == 0), "epsilon_lower_input"] = 2.5
+    assert run_check(tmp_path, frame) == 1
+    out = capsys.readouterr().out
+    assert "epsilon_lower_input>epsilon" in out
+    assert "epsilon_lower>epsilon" not in out
