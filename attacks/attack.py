@@ -117,11 +117,11 @@ class Variant(Enum):
     RAW = "raw"
     """The attack's statistic under the target model alone."""
     CALIBRATED = "calibrated"
-    """Target statistic minus the mean statistic under the reference models (GAN-Leaks)."""
+    """Target statistic minus the mean statistic under the reference models (GAN-Leaks; for the
+    likelihood attack, offline LiRA with one variance for all records, in ranking)."""
     LIRA = "lira-offline"
-    """Offline LiRA, per-record variance: (s - mean_ref) / std_ref (Carlini et al. 2022)."""
-    LIRA_GLOBAL = "lira-offline-global"
-    """Offline LiRA with one variance pooled over the records."""
+    """Offline LiRA: (s - mean_ref) / std_ref, per-record std where there are enough reference
+    models (Carlini et al. 2022)."""
     LOG_RATIO = "log-ratio"
     """log p_gen(x) - log p_ref(x) (DOMIAS)."""
 

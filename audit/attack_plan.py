@@ -7,11 +7,11 @@ against each attack's ``needs``); the pipeline builds each one by name
 
 Besides the release, the sweep gives every attacker its side knowledge (:data:`SIDE_KNOWLEDGE`):
 reference records, the cell's D_test records outside D_atk
-(:func:`audit.pipeline.reference_records`).
-It trains no reference models: the calibrated variants (latent search's ``calibrated``, the
-likelihood attack's ``lira-offline``) need R reference VAEs trained on reference records, R times
-a cell's training cost, and are left out; those attacks run uncalibrated (``raw``), and an attack
-whose ``needs`` include reference models would not apply to any cell.
+(:func:`audit.pipeline.reference_records`), and, in cells whose attacks calibrate
+(:func:`calibrates`: latent search, the likelihood attack), R reference VAEs trained on them
+(:mod:`audit.reference_models`; R from the profile, ``--reference-models``). Those attacks add
+their calibrated variants then; they never *need* reference models, so the plan does not count
+them as side knowledge (an attack that needed them would apply to no cell with R = 0).
 """
 
 from __future__ import annotations
@@ -53,6 +53,11 @@ their hashes and are reused. Frozen: it names the past, not the sweep's current 
 def runs_against(attack: Threat, kind: ReleaseKind) -> bool:
     """Whether ``attack``'s needs are met by a release of ``kind`` plus :data:`SIDE_KNOWLEDGE`."""
     return attack.needs <= kind.capabilities | SIDE_KNOWLEDGE
+
+
+def calibrates(names: Sequence[str]) -> bool:
+    """Whether any attack of ``names`` (registered names) reads reference models."""
+    return any(Capability.REFERENCE_MODELS in get_attack(n).uses for n in names)
 
 
 def _allowed() -> str:

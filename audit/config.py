@@ -10,7 +10,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from audit.attack_plan import LEGACY_ATTACKS, check_requested
+from audit.attack_plan import LEGACY_ATTACKS, calibrates, check_requested
 from audit.datasets import check_dataset_name, resolve_window_stride
 from audit.executors import ExecutorName, RaySettings
 from audit.options import MechanismOptions
@@ -42,6 +42,9 @@ class Profile:
     of |D_train| (labels follow D_train's class shares; see :func:`models.generation.gen_labels`).
     None is the old rule, |D_gen| = |D_train|, kept so that cells run before the setting existed
     keep their hashes (:meth:`CellConfig.canonical` leaves a None out); every profile sets it.
+    ``reference_models``: R, the reference VAEs the attacker trains for the calibrated variants
+    (:mod:`audit.reference_models`; quick 2, standard 4, paper 8); 0 or None trains none. It is
+    in the hash of the cells whose attacks calibrate only (:meth:`CellConfig.canonical`).
     """
 
     epochs: int
@@ -55,6 +58,7 @@ class Profile:
     classifier_patience: int
     max_train: int | None
     gen_records: int | None = None
+    reference_models: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -74,6 +78,9 @@ class Profile:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 2):
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 2, got {value!r}")
+        r = self.reference_models
+        if r is not None and (not isinstance(r, int) or isinstance(r, bool) or r < 0):
+            raise ValueError(f"reference-models must be an integer >= 0, got {r!r}")
         if not (isinstance(self.lr, float | int) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
         if not (math.isfinite(self.beta) and self.beta >= 0):
@@ -103,6 +110,7 @@ PROFILES: dict[ProfileName, Profile] = {
         classifier_patience=5,
         max_train=50,
         gen_records=1000,
+        reference_models=2,
     ),
     ProfileName.STANDARD: Profile(
         epochs=300,
@@ -116,6 +124,7 @@ PROFILES: dict[ProfileName, Profile] = {
         classifier_patience=8,
         max_train=50,
         gen_records=1000,
+        reference_models=4,
     ),
     ProfileName.PAPER: Profile(
         epochs=1000,
@@ -129,6 +138,7 @@ PROFILES: dict[ProfileName, Profile] = {
         classifier_patience=10,
         max_train=None,
         gen_records=2000,
+        reference_models=8,
     ),
 }
 
@@ -208,8 +218,9 @@ class CellConfig:
         """The cell's identity as plain JSON data (what :attr:`config_hash` digests).
 
         Settings that did not exist when older cells ran are left out at the value those cells
-        had, so they keep their hashes: a None ``gen_records`` (|D_gen| = |D_train|) and the
-        attack list :data:`~audit.attack_plan.LEGACY_ATTACKS` (the reconstruction attack alone).
+        had, so they keep their hashes: a None ``gen_records`` (|D_gen| = |D_train|), the
+        attack list :data:`~audit.attack_plan.LEGACY_ATTACKS` (the reconstruction attack alone),
+        and ``reference_models`` where the cell trains none (:attr:`reference_models`).
         The mechanism's typed options join the run facts in one ``options`` mapping, as cells
         have always been hashed.
         """
@@ -219,6 +230,8 @@ class CellConfig:
         body["options"] = {**dict(self.options), **self.mech_settings()}
         if body["profile"]["gen_records"] is None:  # the old rule; older cells keep their hash
             del body["profile"]["gen_records"]
+        if not self.reference_models:  # no reference models: what every older cell had
+            del body["profile"]["reference_models"]
         if tuple(self.attacks) == LEGACY_ATTACKS:  # what every older cell ran
             del body["attacks"]
         else:
@@ -226,6 +239,12 @@ class CellConfig:
         if not self.audit:  # cells run without --audit keep their hashes
             del body["audit"]
         return body
+
+    @property
+    def reference_models(self) -> int:
+        """R, the reference VAEs this cell's attacker trains: the profile's, where an attack of
+        the cell calibrates (:func:`~audit.attack_plan.calibrates`), else 0."""
+        return (self.profile.reference_models or 0) if calibrates(self.attacks) else 0
 
     def mech_settings(self) -> dict[str, Any]:
         """The mechanism options set, as JSON values."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -20,11 +20,18 @@ from attacks.registry import get_attack
 from attacks.threat import missing
 from attacks.worst_case import held_out_worst_case
 from audit import io
-from audit.attack_plan import attack_settings
+from audit.attack_plan import attack_settings, calibrates
 from audit.config import CellConfig
 from audit.datasets import Dataset, Split
 from audit.empirical.cell_audit import audit_cell
 from audit.mechanisms import CellData, Context, get_mechanism
+from audit.reference_models import (
+    ReferenceModel,
+    ReferenceSet,
+    ReferenceSpec,
+    cell_spec,
+    reference_set,
+)
 from audit.results import AttackedRecords, scores_key, write_attack_set
 from audit.rows import Row
 from core.records import Modality
@@ -74,6 +81,7 @@ class CellOutcome:
     history: dict[str, Any]
     scores: dict[str, np.ndarray]
     attacked: AttackedRecords | None = None  # what the report's reconstruction grids show
+    references: ReferenceSet | None = None  # the reference models (the driver caches new ones)
 
 
 def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
@@ -179,15 +187,50 @@ def reference_records(data: CellData, cell: CellConfig) -> Records | None:
     return Records(data.test[0][positions], data.test[1][positions])
 
 
-def reference_note(data: CellData, cell: CellConfig, reference: Records | None) -> str:
-    """What a row says of its reference set (the ``reference`` privacy note)."""
+def cell_reference_spec(cell: CellConfig, data: CellData) -> ReferenceSpec | None:
+    """:func:`~audit.reference_models.cell_spec` of the cell's own reference records (what the
+    sweep's driver looks up in the cache before the cell runs)."""
+    return cell_spec(cell, data, reference_records(data, cell))
+
+
+def reference_note(
+    data: CellData,
+    cell: CellConfig,
+    reference: Records | None,
+    references: ReferenceSet | None = None,
+) -> str:
+    """What a row says of its reference set and models (the ``reference`` privacy note)."""
     n = len(reference_positions(data, cell))
     if reference is None:
         return (
             f"none (only {n} D_test records outside D_atk, fewer than {MIN_REFERENCE_RECORDS}), "
-            "no reference models"
+            "no reference models (calibrated variants not run)"
         )
-    return f"{n} D_test records outside D_atk, no reference models (calibrated variants not run)"
+    records = f"{n} D_test records outside D_atk"
+    if references is not None:
+        return f"{records}, reference models: {references.note()}"
+    if not calibrates(cell.attacks):
+        return f"{records}, no reference models (no attack of the cell calibrates)"
+    return f"{records}, no reference models (reference-models 0: calibrated variants not run)"
+
+
+def calibration_models(
+    cell: CellConfig,
+    data: CellData,
+    release: Release,
+    reference: Records | None,
+    ctx: Context,
+    *,
+    cached: tuple[ReferenceModel, ...] = (),
+) -> ReferenceSet | None:
+    """The cell's reference models (:func:`cell_reference_spec`), those of ``cached`` that belong to
+    them and the others trained; None where the cell trains none or no attack that ``release``
+    serves calibrates."""
+    spec = cell_spec(cell, data, reference)
+    runs = [name for name in cell.attacks if name not in unmet_attacks(cell, release)]
+    if spec is None or not calibrates(runs):
+        return None
+    return reference_set(spec, reference, cached=cached, device=ctx.device, progress=ctx.progress)
 
 
 def attacked_records(data: CellData, cell: CellConfig) -> AttackedRecords | None:
@@ -243,10 +286,13 @@ def run_cell(
     acc_real: float,
     code_version: str,
     baseline_hash: str,
+    cached_references: tuple[ReferenceModel, ...] = (),
 ) -> CellOutcome:
     """Run one cell; returns one row per result of each of its attacks (keyed by attack,
     distance and variant), the target model's state and its history. ``baseline_hash``: the
-    config hash of the cell's non-private baseline, recorded in every row."""
+    config hash of the cell's non-private baseline, recorded in every row.
+    ``cached_references``: reference models trained before (:func:`calibration_models` uses
+    those of this cell's spec and trains the others; the outcome carries them)."""
     start = time.perf_counter()
     mech = get_mechanism(cell.mech)
     prepared = mech.prepare(cell, data, ctx)
@@ -290,6 +336,11 @@ def run_cell(
     release = Release.of_kind(
         mech.release, model=model, samples=released_samples(gen_x, gen_y), reference=reference
     )
+    references = calibration_models(
+        cell, data, release, reference, ctx, cached=tuple(cached_references)
+    )
+    if references is not None:
+        release = replace(release, reference_models=references.modules(device=ctx.device))
     results = run_attacks(cell, release, atk_data, ctx, modality=family.modality)
     worst = worst_case_columns(results, seed=derive_seed(cell.seed, Purpose.ATTACK, "worst-case"))
     audited = audit_cell(cell, data, ctx, claim)
@@ -300,7 +351,7 @@ def run_cell(
         **prepared.notes,
         **claim.extra,
         **GENERATION_NOTES.get(family.generation, {}),
-        "reference": reference_note(data, cell, reference),
+        "reference": reference_note(data, cell, reference, references),
         **not_run_note(cell, release),
         **({"empirical_audit": audited.note} if audited.note else {}),
     }
@@ -356,6 +407,7 @@ def run_cell(
         history=hist,
         scores=scores,
         attacked=attacked_records(data, cell),
+        references=references,
     )
 
 

@@ -9,6 +9,8 @@ The sweep, the report and the gate read and write a run directory only through t
                             rows in the dataset), which the report reads (load_*, read_*)
     OUT/cells/<hash>/.lock  held while a sweep computes that cell
     OUT/runs.csv            rebuilt from the cells after each cell; never read back as a source
+    OUT/reference-models/<key>/   reference VAEs shared by the cells of a dataset, seed and
+                            recipe (:mod:`audit.reference_models`, which reads and writes them)
     OUT/.runs.csv.lock      held while runs.csv is rebuilt
     OUT/.run.json.lock      held while run.json is read and updated
     OUT/.sweep.lock         shared by every running sweep; exclusive while orphans are cleaned
@@ -91,7 +93,8 @@ def sweep_session(out: Path) -> Iterator[None]:
     """Mark a sweep as running in ``out`` (a shared lock) for the duration of the block.
 
     A sweep that finds no other one running first removes the temporary files a killed writer
-    left (:data:`TEMP_FILE` in ``out``, ``out/cells/*`` and ``out/cache``, older than the moment
+    left (:data:`TEMP_FILE` in ``out``, ``out/cells/*``, ``out/cache`` and
+    ``out/reference-models/*``, older than the moment
     it got the lock); with another sweep running it leaves them, as they may be that one's.
     """
     path = Path(out) / ".sweep.lock"
@@ -112,7 +115,12 @@ def sweep_session(out: Path) -> Iterator[None]:
 def clean_orphans(out: Path, *, before: float) -> list[Path]:
     """Remove ``io``'s temporary files under ``out`` last modified before ``before`` (epoch s)."""
     out = Path(out)
-    folders = [out, out / "cache", *(p for p in (out / CELLS_DIR).glob("*") if p.is_dir())]
+    folders = [
+        out,
+        out / "cache",
+        *(p for p in (out / CELLS_DIR).glob("*") if p.is_dir()),
+        *(p for p in (out / "reference-models").glob("*") if p.is_dir()),
+    ]
     removed = []
     for folder in folders:
         for path in folder.glob(".*.tmp"):
@@ -139,12 +147,17 @@ def _plain(value: Any) -> Any:
 
 def run_settings(config: dict[str, Any]) -> dict[str, Any]:
     """The run configuration of a cell's canonical ``config`` (``CellConfig.canonical()``):
-    dataset, every profile setting and the run-wide options (:data:`RUN_OPTIONS`)."""
+    dataset, every profile setting and the run-wide options (:data:`RUN_OPTIONS`).
+
+    ``reference_models`` is left out: only the cells whose attacks calibrate carry it, so one
+    sweep mixes cells with and without it (a changed R gives those cells other hashes, as a
+    changed attack list does)."""
     options = config.get("options", {})
+    profile = {k: v for k, v in dict(config["profile"]).items() if k != "reference_models"}
     return _plain(
         {
             "dataset": config["dataset"],
-            **dict(config["profile"]),
+            **profile,
             **{k: v for k, v in options.items() if k in RUN_OPTIONS},
         }
     )

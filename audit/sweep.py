@@ -28,11 +28,13 @@ from audit.options import MechanismOptions
 from audit.pipeline import (
     CellOutcome,
     cell_data,
+    cell_reference_spec,
     classifier_accuracy,
     classifier_settings,
     run_cell,
     save_outcome,
 )
+from audit.reference_models import ReferenceModel, cached_models, save_trained
 from audit.results import CELLS_DIR, RUNS_CSV
 from core.progress import ProgressFactory, null_progress
 
@@ -398,6 +400,7 @@ class CellJob:
     device: str
     version: str
     command: str | None
+    references: tuple[ReferenceModel, ...] = ()  # the cache's reference models for this cell
 
 
 @dataclass(frozen=True)
@@ -441,6 +444,7 @@ def compute_cell(
         acc_real=acc_real,
         code_version=job.version,
         baseline_hash=job.base.config_hash,
+        cached_references=job.references,
     )
     meta = run_metadata(job.cell, job.device, job.version, job.command)
     return CellComputed(job=job, outcome=outcome, acc_real=acc_real, metadata=meta)
@@ -456,7 +460,15 @@ class _Jobs:
     command: str | None
 
     def job(self, cell: CellConfig, base: CellConfig) -> CellJob:
+        """The job of ``cell``, with what the driver's caches already hold for it: the
+        real-data classifier's accuracy and the reference models (read when the job is made:
+        the local executor makes each job as its cell starts, so a cell reuses the models an
+        earlier cell of the sweep trained; Ray jobs are made up front, so cells running at the
+        same time may each train the models the cache lacks)."""
         key = _acc_real_key(self.dataset, cell, self.config.device)
+        spec = None
+        if cell.reference_models:
+            spec = cell_reference_spec(cell, cell_data(self.dataset, self.splits[cell.seed], cell))
         return CellJob(
             cell=cell,
             base=base,
@@ -466,6 +478,7 @@ class _Jobs:
             device=self.config.device,
             version=self.version,
             command=self.command,
+            references=cached_models(self.out, spec),
         )
 
 
@@ -502,11 +515,12 @@ def _run_remote(
 
 def _save(out: Path, computed: CellComputed) -> None:
     """Write a computed cell under ``out/cells`` (``rows.json`` last) and, where the worker
-    computed it, the real-data classifier's accuracy into the cache."""
+    computed them, the real-data classifier's accuracy and reference models into the caches."""
     job = computed.job
     if job.acc_real is None:
         path = _acc_real_path(out, job.acc_key)
         io.write_json(path, {"key": job.acc_key, "acc_real": computed.acc_real})
+    save_trained(out, computed.outcome.references)
     cell_dir = out / CELLS_DIR / job.cell.config_hash
     save_outcome(cell_dir, job.cell, computed.outcome, computed.metadata)
 

@@ -26,6 +26,8 @@ class Purpose(str, Enum):
     GENERATE = "generate"
     CLASSIFIER = "classifier"
     ATTACK = "attack"
+    REFERENCE = "reference"
+    """Reference models (shared by every cell of a seed: never keyed by a cell's config)."""
 
 
 def derive_seed(root: int, purpose: Purpose | str, *extra: object) -> int:

@@ -184,6 +184,15 @@ def build_run_parser() -> argparse.ArgumentParser:
         f"D_train's class shares (standard: {std.gen_records}; quick: "
         f"{PROFILES[ProfileName.QUICK].gen_records})",
     )
+    prof.add_argument(
+        "--reference-models",
+        type=int,
+        metavar="R",
+        help="reference VAEs for the calibrated variants of latent search and the likelihood "
+        "attack, trained once per dataset, seed and recipe and cached in OUT/reference-models; "
+        f"0 trains none (quick: {PROFILES[ProfileName.QUICK].reference_models}, standard: "
+        f"{std.reference_models}, paper: {PROFILES[ProfileName.PAPER].reference_models})",
+    )
 
     mech = p.add_argument_group("mechanism options (each mechanism declares its own)")
     from audit.mechanisms import declared_options
@@ -206,6 +215,7 @@ PROFILE_FIELDS = (
     "classifier_patience",
     "max_train",
     "gen_records",
+    "reference_models",
 )
 
 

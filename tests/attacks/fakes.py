@@ -141,3 +141,64 @@ class LinearGaussianModel(nn.Module):
         var[: self.latent_dim] += self.scale**2
         normal = torch.distributions.Normal(torch.zeros(self.dim, dtype=torch.float64), var.sqrt())
         return normal.log_prob(x.double()).sum(1)
+
+
+class SubspaceGaussianModel(nn.Module):
+    """p(z) = N(0, I_d), p(x | z) = N(c U z, s^2 I_D) with U (D, d) orthonormal columns, and the
+    exact posterior as encoder: q(z | x) = N(v c / s^2 U^T x, v I) with v = 1 / (1 + c^2 / s^2).
+
+    log p(x) = -|x|^2 / (2 s^2) + c^2 |U^T x|^2 / (2 s^2 (c^2 + s^2)) + const, and the best
+    decoding of x is its projection c U z* = U U^T x: a record's score under such a model is its
+    own size (its difficulty) plus how much of it the subspace holds (what the model learnt).
+    """
+
+    def __init__(self, basis: torch.Tensor, *, scale: float = 1.0, noise_std: float = 1.0) -> None:
+        super().__init__()
+        self.register_buffer("basis", basis.clone())
+        self.latent_dim = int(basis.shape[1])
+        self.scale, self.noise_std = scale, noise_std
+        self.post_var = 1.0 / (1.0 + scale**2 / noise_std**2)
+
+    def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mu = self.post_var * self.scale / self.noise_std**2 * (x.flatten(1) @ self.basis)
+        return mu, torch.full_like(mu, float(torch.log(torch.tensor(self.post_var))))
+
+    def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.scale * z.to(self.basis.dtype) @ self.basis.T
+
+
+def orthonormal(directions: torch.Tensor) -> torch.Tensor:
+    """(D, k) orthonormal basis of the span of ``directions`` (k, D), by QR."""
+    q, _ = torch.linalg.qr(directions.T)
+    return q
+
+
+def difficulty_case(
+    n_members: int, n_non_members: int, *, dim: int, n_references: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, SubspaceGaussianModel, list[SubspaceGaussianModel]]:
+    """Records of unequal intrinsic difficulty, a target that learnt its members a little, and
+    reference models that learnt none of them.
+
+    Records: x_i = s_i g_i / sqrt(dim), g_i standard normal, s_i log-uniform on [0.5, 2] (a
+    16-fold spread of |x|^2, the difficulty). Target: the span of one direction per member,
+    x_j / |x_j| + 1.5 h_j with h_j a random unit vector, which holds about 1 / (1 + 1.5^2) ~ 0.3
+    of the member's energy. References: the same number of random directions each. Returns
+    (x, is_member, target, references), members first.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    n = n_members + n_non_members
+    size = 0.5 * 4.0 ** torch.rand(n, 1, generator=gen)
+    x = size * torch.randn(n, dim, generator=gen) / dim**0.5
+
+    def unit(v: torch.Tensor) -> torch.Tensor:
+        return v / v.norm(dim=1, keepdim=True)
+
+    members = x[:n_members]
+    learnt = unit(members) + 1.5 * unit(torch.randn(n_members, dim, generator=gen))
+    target = SubspaceGaussianModel(orthonormal(learnt))
+    references = [
+        SubspaceGaussianModel(orthonormal(torch.randn(n_members, dim, generator=gen)))
+        for _ in range(n_references)
+    ]
+    is_member = torch.arange(n) < n_members
+    return x, is_member, target, references

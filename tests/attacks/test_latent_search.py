@@ -11,7 +11,12 @@ from attacks.distances import Distance
 from attacks.latent_search import LatentSearchAttack
 from attacks.reconstruction import record_noise_rng
 from attacks.threat import Release
-from tests.attacks.fakes import MemberSpanDecoder, RandomLinearModel, uniform_records
+from tests.attacks.fakes import (
+    MemberSpanDecoder,
+    RandomLinearModel,
+    difficulty_case,
+    uniform_records,
+)
 from tests.attacks.null_band import inside_band
 from tests.attacks.test_reconstruction import small_vae
 
@@ -32,6 +37,31 @@ def test_decoder_that_can_output_its_members_exactly_is_caught() -> None:
     result = attack.run_release(Release(decoder=decoder), data)[RAW]
     assert result.metrics().mi_ap > 0.95
     assert not inside_band(result.scores, result.is_member)
+
+
+def test_oracle_is_caught_by_the_calibrated_variant() -> None:
+    """Reference decoders that can output other records (reference records) exactly."""
+    data = attack_set(20, 20, seed=0)
+    target = MemberSpanDecoder(data.x[data.is_member])
+    references = [MemberSpanDecoder(uniform_records(20, SHAPE, seed=50 + r)[0]) for r in range(2)]
+    attack = LatentSearchAttack(seed=0, n_steps=60, lr=0.1)
+    result = attack.run_release(Release(decoder=target, reference_models=references), data)
+    calibrated = result[CALIBRATED]
+    assert calibrated.metrics().mi_ap > 0.95
+    assert not inside_band(calibrated.scores, calibrated.is_member)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_calibration_beats_the_raw_score_where_records_differ_in_difficulty(seed: int) -> None:
+    """Known case (fakes.difficulty_case): a record's raw search error is mostly its own size,
+    which the reference decoders share; what the target learnt of its members is the rest."""
+    x, is_member, target, references = difficulty_case(50, 50, dim=256, n_references=2, seed=seed)
+    data = AttackData(x=x, y=torch.zeros(len(x), dtype=torch.int64), is_member=is_member.numpy())
+    attack = LatentSearchAttack(seed=0, n_steps=100, n_starts=4, norm_penalty=0.0)
+    results = attack.run_release(Release(decoder=target, reference_models=references), data)
+    raw, calibrated = (results[key].metrics().mi_ap for key in (RAW, CALIBRATED))
+    assert raw < 0.75
+    assert calibrated > 0.95 and calibrated > raw + 0.2
 
 
 @pytest.mark.statistical

@@ -9,13 +9,19 @@ import pytest
 import torch
 
 from attacks.attack import AttackData, Measure, ResultKey, Variant
-from attacks.likelihood import Likelihood, LikelihoodAttack, lira_offline
+from attacks.likelihood import (
+    LIRA_PER_RECORD_MIN_MODELS,
+    Likelihood,
+    LikelihoodAttack,
+    lira_offline,
+)
 from attacks.reconstruction import record_noise_rng
 from attacks.threat import Release
 from tests.attacks.fakes import (
     LinearGaussianModel,
     RandomLinearModel,
     ScaledMemorisingModel,
+    difficulty_case,
     uniform_records,
 )
 from tests.attacks.null_band import inside_band
@@ -48,11 +54,45 @@ def test_model_independent_of_both_sets_scores_inside_the_null_band() -> None:
     def linear(seed: int) -> RandomLinearModel:
         return RandomLinearModel(record_shape=SHAPE, latent_dim=4, seed=seed)
 
-    release = Release(model=linear(11), reference_models=[linear(12), linear(13), linear(14)])
+    references = [linear(seed) for seed in range(12, 12 + LIRA_PER_RECORD_MIN_MODELS)]
+    release = Release(model=linear(11), reference_models=references)
     results = LikelihoodAttack(seed=0, n_importance=8).run_release(release, data)
-    assert {key.variant for key in results} == {Variant.RAW, Variant.LIRA, Variant.LIRA_GLOBAL}
+    assert {key.variant for key in results} == {Variant.RAW, Variant.CALIBRATED, Variant.LIRA}
     for result in results.values():
         assert inside_band(result.scores, result.is_member), result.key
+
+
+@pytest.mark.parametrize("n_references", [2, LIRA_PER_RECORD_MIN_MODELS])
+def test_oracle_is_caught_by_the_calibrated_variants(n_references: int) -> None:
+    """Reference VAEs that memorised other records (reference records) score D_atk alike."""
+    data = attack_set(40, 40, seed=0)
+    target = ScaledMemorisingModel(data.x[data.is_member], seed=1)
+    references = [
+        ScaledMemorisingModel(uniform_records(40, SHAPE, seed=100 + r)[0], seed=200 + r)
+        for r in range(n_references)
+    ]
+    attack = LikelihoodAttack(seed=0, n_importance=4)
+    results = attack.run_release(Release(model=target, reference_models=references), data)
+    for variant in (Variant.CALIBRATED, Variant.LIRA):
+        result = results[ResultKey(Measure.IWAE_BERNOULLI, variant)]
+        assert result.metrics().mi_ap > 0.95, variant
+        assert not inside_band(result.scores, result.is_member), variant
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_calibration_beats_the_raw_score_where_records_differ_in_difficulty(seed: int) -> None:
+    """Known case (fakes.difficulty_case): a record's raw log-likelihood is mostly its own size,
+    which the reference models share; what the target learnt of its members is the rest."""
+    x, is_member, target, references = difficulty_case(
+        50, 50, dim=256, n_references=LIRA_PER_RECORD_MIN_MODELS, seed=seed
+    )
+    data = AttackData(x=x, y=torch.zeros(len(x), dtype=torch.int64), is_member=is_member.numpy())
+    attack = LikelihoodAttack(seed=0, n_importance=4, likelihood="gaussian")
+    results = attack.run_release(Release(model=target, reference_models=references), data)
+    ap = {key.variant: result.metrics().mi_ap for key, result in results.items()}
+    assert ap[Variant.RAW] < 0.75
+    for variant in (Variant.CALIBRATED, Variant.LIRA):
+        assert ap[variant] > 0.95 and ap[variant] > ap[Variant.RAW] + 0.2, ap
 
 
 @pytest.mark.parametrize("n_importance", [1, 7])
@@ -110,15 +150,28 @@ def test_same_seed_gives_identical_scores() -> None:
 
 def test_lira_offline_statistics() -> None:
     target = np.array([1.0, 5.0, -2.0])
-    reference = np.array([[0.0, 4.0, -1.0], [2.0, 4.0, -3.0], [1.0, 7.0, -2.0]])
+    reference = np.random.default_rng(1).normal(size=(LIRA_PER_RECORD_MIN_MODELS, 3))
     stats = lira_offline(target, reference)
     mean, std = reference.mean(0), reference.std(0, ddof=1)
+    np.testing.assert_allclose(stats[Variant.CALIBRATED], target - mean)
     np.testing.assert_allclose(stats[Variant.LIRA], (target - mean) / std)
-    pooled = np.sqrt(np.mean(std**2))
-    np.testing.assert_allclose(stats[Variant.LIRA_GLOBAL], (target - mean) / pooled)
+    few = reference[: LIRA_PER_RECORD_MIN_MODELS - 1]  # one pooled variance
+    pooled = np.sqrt(np.mean(few.var(0, ddof=1)))
+    np.testing.assert_allclose(
+        lira_offline(target, few)[Variant.LIRA], (target - few.mean(0)) / pooled
+    )
     only = lira_offline(target, reference[:1])
-    assert list(only) == [Variant.LIRA_GLOBAL]
-    np.testing.assert_allclose(only[Variant.LIRA_GLOBAL], target - reference[0])
+    assert list(only) == [Variant.CALIBRATED]
+    np.testing.assert_allclose(only[Variant.CALIBRATED], target - reference[0])
+
+
+def test_lira_offline_with_few_models_ranks_as_the_calibrated_variant() -> None:
+    rng = np.random.default_rng(0)
+    target, reference = rng.normal(size=30), rng.normal(size=(2, 30))
+    stats = lira_offline(target, reference)
+    np.testing.assert_array_equal(
+        np.argsort(stats[Variant.LIRA]), np.argsort(stats[Variant.CALIBRATED])
+    )
 
 
 def test_calibrated_variants_use_the_reference_vaes() -> None:

@@ -116,3 +116,45 @@ def test_max_train_on_the_command_line_overrides_the_per_person_cap():
         ["--dataset", "lfw20", "--mech", "none", "--max-train", "60"]
     )
     assert config_from_args(args).profile.max_train == 60
+
+
+def test_reference_models_are_in_the_hash_of_calibrating_cells_only():
+    """R changes the rows of cells whose attacks calibrate (latent search, likelihood) and of no
+    other cell, so the others keep their hashes (and R = 0 is hashed as no reference models)."""
+    plain = CellConfig("digits", MechanismName.NONE, "none", None, 0, QUICK)
+    none = replace(plain, profile=replace(QUICK, reference_models=None))
+    assert QUICK.reference_models == 2 and plain.reference_models == 0
+    assert "reference_models" not in plain.canonical()["profile"]
+    assert plain.config_hash == none.config_hash
+    for attacks in (("latent-search",), ("reconstruction", "likelihood")):
+        cell = replace(plain, attacks=attacks)
+        assert cell.reference_models == 2
+        assert cell.canonical()["profile"]["reference_models"] == 2
+        more = replace(cell, profile=replace(QUICK, reference_models=4))
+        assert more.config_hash != cell.config_hash
+        off = replace(cell, profile=replace(QUICK, reference_models=0))
+        assert off.reference_models == 0
+        assert off.config_hash == replace(cell, profile=none.profile).config_hash
+    monte_carlo = replace(plain, attacks=("monte-carlo", "domias"))
+    assert monte_carlo.reference_models == 0
+    assert "reference_models" not in monte_carlo.canonical()["profile"]
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True])
+def test_reference_models_must_be_a_count(value):
+    with pytest.raises(ValueError, match="reference-models must be an integer >= 0"):
+        override_profile(QUICK, reference_models=value)
+
+
+def test_one_sweep_mixes_cells_with_and_without_reference_models():
+    """dp2vae's cells run latent search (calibrating), the baseline's the reconstruction attack
+    alone: both belong to one run configuration."""
+    from audit.results import manifest_of
+    from audit.sweep import build_cells
+
+    pairs = build_cells(_sweep(mechs=(MechanismName.NONE, MechanismName.DP2VAE), grid=(1.0,)))
+    by_mech = {cell.mech: cell for cell, _ in pairs}
+    assert by_mech[MechanismName.DP2VAE].reference_models == QUICK.reference_models
+    assert by_mech[MechanismName.NONE].reference_models == 0
+    settings = manifest_of([cell.canonical() for cell, _ in pairs])["settings"]
+    assert "reference_models" not in settings

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -14,10 +16,13 @@ from audit.pipeline import (
     MIN_REFERENCE_RECORDS,
     _attack_positions,
     attack_set,
+    cell_reference_spec,
+    reference_note,
     reference_positions,
     reference_records,
     worst_case_columns,
 )
+from audit.reference_models import cell_spec
 
 
 def _data(n_train: int, n_test: int) -> CellData:
@@ -59,6 +64,41 @@ def test_reference_records_are_in_neither_d_train_nor_d_atk(seed):
 def test_too_few_reference_records_give_none():
     data = _data(n_train=50, n_test=50 + MIN_REFERENCE_RECORDS - 1)
     assert reference_records(data, _cell()) is None
+
+
+def test_reference_models_follow_the_cells_recipe_on_its_reference_records():
+    data = _data(n_train=50, n_test=90)
+    cell = replace(_cell(3), attacks=("latent-search", "likelihood"))
+    spec = cell_reference_spec(cell, data)
+    profile = cell.profile
+    assert spec.n_models == profile.reference_models == 2 and spec.seed == 3
+    assert spec.n_reference == 40 and spec.recipe.records_per_model == 20  # half of 40 < 50
+    recipe = spec.recipe
+    assert (recipe.latent_dim, recipe.epochs, recipe.batch_size, recipe.lr, recipe.beta) == (
+        profile.latent_dim,
+        profile.epochs,
+        profile.batch_size,
+        profile.lr,
+        profile.beta,
+    )
+    assert spec.key == cell_reference_spec(replace(cell, mech=MechanismName.LDP), data).key
+    assert spec.key != cell_reference_spec(replace(cell, seed=4), data).key
+
+
+def test_no_reference_models_without_records_r_or_a_calibrating_attack():
+    data = _data(n_train=50, n_test=90)
+    calibrating = replace(_cell(), attacks=("likelihood",))
+    few = _data(n_train=50, n_test=50 + MIN_REFERENCE_RECORDS - 1)
+    assert cell_reference_spec(calibrating, few) is None
+    assert "fewer than 20" in reference_note(few, calibrating, None)
+    assert "calibrated variants not run" in reference_note(few, calibrating, None)
+    off = replace(calibrating, profile=replace(calibrating.profile, reference_models=0))
+    reference = reference_records(data, off)
+    assert cell_spec(off, data, reference) is None
+    assert "reference-models 0" in reference_note(data, off, reference)
+    plain = _cell()  # the reconstruction attack alone
+    assert cell_spec(plain, data, reference) is None
+    assert "no attack of the cell calibrates" in reference_note(data, plain, reference)
 
 
 def _result(attack: str, scores: np.ndarray, is_member: np.ndarray, variant=Variant.MEAN):

@@ -292,3 +292,41 @@ def test_the_audit_switch_changes_private_cells_only():
     plain, audited = hashes(False), hashes(True)
     assert plain[0] == audited[0]  # the baseline none is never audited
     assert not set(plain[1:]) & set(audited[1:])  # audited cells hold their bounds
+
+
+def test_reference_models_are_trained_once_per_seed_and_reused(tmp_path):
+    """The baseline cell trains the reference VAEs, the ldp cell of the same seed loads them,
+    and a recomputed sweep loads them too; the calibrated variants get rows, scores and a part in
+    the worst case like any other result."""
+    from audit.results import scores_key
+
+    attacks = ("latent-search", "likelihood")
+    config = _config(tmp_path, mechs=(MechanismName.NONE, MechanismName.LDP), grid=(100.0,))
+    first = run_sweep(replace(config, attacks=attacks))
+    rows = first.rows.sort_values(["mech", "attack", "variant"])
+    expected = {
+        ("latent-search", "raw"),
+        ("latent-search", "calibrated"),
+        ("likelihood", "raw"),
+        ("likelihood", "calibrated"),
+        ("likelihood", "lira-offline"),
+    }
+    for _, cell in rows.groupby("mech"):
+        assert set(zip(cell.attack, cell.variant, strict=True)) == expected
+        assert cell.worst_case.sum() == 1
+    notes = dict(zip(rows.mech, rows.privacy_notes, strict=False))
+    assert "2 trained in this cell" in notes["none"] and "0 from the cache" in notes["none"]
+    assert "0 trained in this cell" in notes["ldp"] and "2 from the cache" in notes["ldp"]
+    (key,) = (tmp_path / "reference-models").iterdir()
+    assert sorted(p.name for p in key.iterdir()) == ["model_0.pt", "model_1.pt", "reference.json"]
+    none_cell = tmp_path / "cells" / rows.config_hash[rows.mech == "none"].iloc[0]
+    with np.load(none_cell / "scores.npz") as scores:
+        assert scores_key("likelihood", "iwae-bernoulli", "lira-offline") in scores.files
+        assert scores_key("latent-search", "mse", "calibrated") in scores.files
+    mtime = (key / "model_0.pt").stat().st_mtime_ns
+    redo = run_sweep(replace(config, attacks=attacks, overwrite=True))
+    assert (redo.ran, redo.reused) == (2, 0)
+    assert (key / "model_0.pt").stat().st_mtime_ns == mtime  # not trained again
+    again = redo.rows.sort_values(["mech", "attack", "variant"])
+    assert all("2 from the cache" in n for n in again.privacy_notes)
+    np.testing.assert_allclose(again.mi_ap.to_numpy(), rows.mi_ap.to_numpy())

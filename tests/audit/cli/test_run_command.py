@@ -104,8 +104,18 @@ def test_help_explains_every_option():
         "--attack-records",
         "--clip-norm",
         "--window-stride",
+        "--reference-models",
     ):
         assert option in proc.stdout
+
+
+def test_reference_models_flag_overrides_the_profile(tmp_path):
+    argv = ["--dataset", "digits", "--mech", "none", "--out", str(tmp_path)]
+    quick = config_from_args(build_run_parser().parse_args([*argv, "--profile", "quick"]))
+    assert quick.profile.reference_models == 2
+    for value in (0, 5):
+        given = build_run_parser().parse_args([*argv, "--reference-models", str(value)])
+        assert config_from_args(given).profile.reference_models == value
 
 
 def _cells(argv: list[str]):

@@ -1,0 +1,158 @@
+"""Reference VAEs: what they train on, that they differ, and the cache that shares them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from attacks.threat import Records
+from audit import reference_models as rm
+from audit.reference_models import (
+    ReferenceSpec,
+    build_reference_model,
+    cache_dir,
+    cached_models,
+    load_cached,
+    records_digest,
+    reference_recipe,
+    reference_set,
+    save_models,
+    save_trained,
+)
+
+
+def _reference(n: int = 24, *, seed: int = 0) -> Records:
+    gen = torch.Generator().manual_seed(seed)
+    return Records(torch.rand(n, 1, 8, 8, generator=gen), torch.arange(n) % 3)
+
+
+def _spec(reference: Records, *, n_models: int = 2, n_train: int = 8, seed: int = 0):
+    recipe = reference_recipe(
+        record_shape=(1, 8, 8),
+        num_classes=3,
+        latent_dim=2,
+        epochs=1,
+        batch_size=4,
+        lr=1e-3,
+        beta=1.0,
+        n_reference=len(reference),
+        n_train=n_train,
+    )
+    return ReferenceSpec(
+        dataset="digits",
+        data_sha256="d" * 64,
+        seed=seed,
+        recipe=recipe,
+        records_sha256=records_digest(reference),
+        n_reference=len(reference),
+        n_models=n_models,
+    )
+
+
+@pytest.fixture
+def count_training(monkeypatch):
+    """How many VAEs :mod:`audit.reference_models` trains."""
+    calls = []
+    real = rm.train_vae
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rm, "train_vae", counting)
+    return calls
+
+
+def test_each_model_trains_on_its_own_subset_no_larger_than_d_train():
+    reference = _reference(24)
+    spec = _spec(reference, n_models=3, n_train=8)
+    assert spec.recipe.records_per_model == 8  # min(24 // 2, |D_train| = 8)
+    assert _spec(reference, n_train=50).recipe.records_per_model == 12  # half of them
+    models = reference_set(spec, reference).models
+    subsets = [tuple(m.records) for m in models]
+    assert all(len(s) == 8 and len(set(s)) == 8 and max(s) < 24 for s in subsets)
+    assert len(set(subsets)) == 3  # the models differ
+    assert not torch.equal(models[0].state["fc_mu.weight"], models[1].state["fc_mu.weight"])
+
+
+def test_same_spec_gives_the_same_models():
+    reference = _reference()
+    first, again = (reference_set(_spec(reference), reference).models for _ in range(2))
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a.records, b.records)
+        assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
+
+
+def test_the_key_names_dataset_data_seed_recipe_records_and_r():
+    reference = _reference()
+    spec = _spec(reference)
+    assert spec.key == _spec(reference).key
+    changed = [
+        replace(spec, seed=1),
+        replace(spec, n_models=3),
+        replace(spec, data_sha256="e" * 64),
+        replace(spec, dataset="lfw-subset"),
+        replace(spec, recipe=replace(spec.recipe, epochs=2)),
+        _spec(_reference(seed=1)),
+    ]
+    assert len({spec.key, *(c.key for c in changed)}) == 1 + len(changed)
+
+
+def test_a_cached_set_is_loaded_not_trained_again(tmp_path, count_training):
+    reference = _reference()
+    spec = _spec(reference)
+    first = reference_set(spec, reference)
+    assert first.trained == (0, 1) and len(count_training) == 2
+    save_trained(tmp_path, first)
+    assert (cache_dir(tmp_path, spec) / "reference.json").is_file()
+    again = reference_set(spec, reference, cached=cached_models(tmp_path, spec))
+    assert again.trained == () and len(count_training) == 2  # nothing trained
+    for a, b in zip(first.models, again.models, strict=True):
+        assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
+    x = reference.x[:3]
+    y = reference.y[:3]
+    built = [build_reference_model(spec.recipe, m) for m in (first.models[0], again.models[0])]
+    torch.testing.assert_close(built[0].encode(x, y), built[1].encode(x, y))
+    assert "0 trained in this cell" in again.note() and "2 from the cache" in again.note()
+
+
+def test_a_partial_or_foreign_model_file_is_not_used(tmp_path, count_training, caplog):
+    reference = _reference()
+    spec = _spec(reference, n_models=3)
+    save_trained(tmp_path, reference_set(spec, reference))
+    folder = cache_dir(tmp_path, spec)
+    torn = (folder / "model_0.pt").read_bytes()
+    (folder / "model_0.pt").write_bytes(torn[: len(torn) // 2])  # as a non-atomic writer leaves
+    (folder / ".model_1.pt.abcd1234.tmp").write_bytes(torn)  # a killed atomic write: ignored
+    other = _spec(reference, n_models=3, seed=7)
+    save_models(tmp_path, other, reference_set(other, reference).models[2:])
+    (cache_dir(tmp_path, other) / "model_2.pt").replace(folder / "model_2.pt")  # another key's
+    count_training.clear()
+    with caplog.at_level(logging.WARNING):
+        found = load_cached(tmp_path, spec)
+    assert sorted(found) == [1]
+    assert "model_0.pt" in caplog.text and "model_2.pt" in caplog.text
+    again = reference_set(spec, reference, cached=found.values())
+    assert again.trained == (0, 2) and len(count_training) == 2
+    save_trained(tmp_path, again)
+    assert sorted(load_cached(tmp_path, spec)) == [0, 1, 2]
+
+
+def test_models_of_another_spec_are_ignored_by_the_set():
+    reference = _reference()
+    spec, other = _spec(reference), _spec(reference, seed=3)
+    foreign = reference_set(other, reference).models
+    assert reference_set(spec, reference, cached=foreign).trained == (0, 1)
+
+
+def test_a_bad_spec_is_refused():
+    reference = _reference()
+    with pytest.raises(ValueError, match="n_models must be a positive integer"):
+        _spec(reference, n_models=0)
+    spec = _spec(reference)
+    with pytest.raises(ValueError, match="is for 24 reference records, got 10"):
+        rm.train_reference_model(spec, _reference(10), 0)
