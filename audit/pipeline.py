@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from pathlib import Path
@@ -278,6 +279,36 @@ def classifier_accuracy(
     return accuracy(model, test)
 
 
+#: An epoch loss this many times the first epoch's (the untrained model's) is divergence: a
+#: healthy run's epoch loss falls from its first epoch's (DP noise makes it wobble by percents).
+DIVERGENCE_FACTOR = 10.0
+
+
+def training_diverged(train_loss: Sequence[float]) -> bool:
+    """Whether a training run's epoch losses show divergence: any non-finite one, or one above
+    :data:`DIVERGENCE_FACTOR` times the first epoch's (seen on LFW20 at the quick profile: an
+    exploding posterior variance took the loss from 8.4e3 to 4e27 in one epoch)."""
+    losses = [float(x) for x in train_loss]
+    if not losses:
+        return False
+    if not all(math.isfinite(x) for x in losses):
+        return True
+    first = abs(losses[0])
+    return any(x > DIVERGENCE_FACTOR * first for x in losses[1:])
+
+
+def _loss_summary(train_loss: Sequence[float]) -> str:
+    losses = [float(x) for x in train_loss]
+    return f"first {losses[0]:.4g}, largest {max(losses):.4g}, last {losses[-1]:.4g}"
+
+
+def majority_share(labels: torch.Tensor) -> float:
+    """The share of the most common label (NaN for no labels)."""
+    if len(labels) == 0:
+        return math.nan
+    return float(torch.bincount(labels).max()) / len(labels)
+
+
 def run_cell(
     cell: CellConfig,
     data: CellData,
@@ -307,6 +338,18 @@ def run_cell(
     model = family.for_inference(model).eval()  # same function and weights, faster kernels
     claim = mech.claim(cell, data, trained)
     history = trained.history
+    diverged = training_diverged(history.train_loss)
+    if diverged:
+        log.warning(
+            "cell %s (%s %s=%s, seed %s): the target VAE's training diverged (epoch losses %s); "
+            "its rows measure a broken model and the gate fails them",
+            cell.config_hash,
+            cell.mech.value,
+            cell.param_name,
+            cell.param_value,
+            cell.seed,
+            _loss_summary(history.train_loss),
+        )
     gap_seed = derive_seed(cell.seed, Purpose.TRAIN, "gap") % 2**63
     loss_train = evaluate_vae_loss(model, data.train, beta=cell.profile.beta, seed=gap_seed)
     loss_test = evaluate_vae_loss(model, data.test, beta=cell.profile.beta, seed=gap_seed)
@@ -365,6 +408,8 @@ def run_cell(
         "profile": cell.option("profile_name", ""),
         "acc": acc,
         "acc_base": 1.0 / data.num_classes,
+        "acc_majority": majority_share(data.test[1]),
+        "train_diverged": diverged,
         "acc_real": acc_real,
         "train_test_gap": loss_test - loss_train,
         "epsilon": claim.epsilon,

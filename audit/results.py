@@ -430,13 +430,18 @@ def _baseline(frame: pd.DataFrame, row: Any) -> pd.DataFrame:
 
 
 def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
-    """Whether the row's non-private baseline classifies above chance (:func:`above_chance`):
-    only then does its accuracy axis (acc, phi, sweet spots) measure anything."""
+    """Whether the row's non-private baseline classifies above chance (:func:`above_chance`),
+    chance being the larger of 1/#classes and D_test's majority-class share: only then does its
+    accuracy axis (acc, phi, sweet spots) measure anything."""
     base = _baseline(frame, row)
     if base.empty or "n_test" not in frame:
         return False
     b = base.iloc[0]
-    return above_chance(float(b.acc), n_test=float(b.n_test), chance=float(b.acc_base))
+    chance = float(b.acc_base)
+    majority = float(getattr(b, "acc_majority", math.nan))
+    if math.isfinite(majority):  # a constant classifier scores the majority class's share
+        chance = max(chance, majority)
+    return above_chance(float(b.acc), n_test=float(b.n_test), chance=chance)
 
 
 def _phi(frame: pd.DataFrame, row: Any) -> float:

@@ -41,6 +41,12 @@ class Row:
             collected (:func:`audit.results.collect_rows`), None in the cell's own rows.
         n_test, gen_records: |D_test| and |D_gen|.
         train_test_gap: the target VAE's loss on real D_test minus on real D_train.
+        acc_majority: the share of D_test's most common class, what a classifier that always
+            answers that class scores (above ``acc_base`` = 1/#classes on unbalanced test sets:
+            0.278 on LFW20, George W Bush's share); NaN in older cells.
+        train_diverged: whether the target VAE's training diverged (a non-finite epoch loss, or
+            one above :data:`audit.pipeline.DIVERGENCE_FACTOR` times the first epoch's): such a
+            row measures a broken model, and ``check`` fails it; None in older cells.
         epsilon, delta, epsilon_method, accountant: the privacy claimed, and how.
         privacy_notes: ``key=value`` notes joined by ``"; "``, including what is released
             outside the accounting.
@@ -87,6 +93,8 @@ class Row:
     n_test: int
     gen_records: int
     train_test_gap: float
+    acc_majority: float = math.nan
+    train_diverged: bool | None = None
     epsilon: float
     delta: float
     epsilon_method: str

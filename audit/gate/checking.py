@@ -103,6 +103,7 @@ def check_runs(
         for i in matching:
             violations += _violations(i, thresholds[i], row, label)
     violations += bound_violations(frame)
+    violations += divergence_violations(frame)
     if n_checked == 0:
         raise ValueError(
             f"no entry of the thresholds matches any of the {len(frame)} rows "
@@ -191,6 +192,35 @@ def bound_violations(frame: pd.DataFrame) -> list[Violation]:
                         claim * BOUND_SLACK,
                     )
                 )
+    return found
+
+
+DIVERGED_METRIC = "train_diverged"
+
+
+def divergence_violations(frame: pd.DataFrame) -> list[Violation]:
+    """Rows whose target VAE's training diverged (``train_diverged``), whatever the thresholds:
+    their MI AP and accuracy measure a broken model (a diverged baseline looks perfectly
+    private). Rows from before the column existed (missing or empty) pass."""
+    if "train_diverged" not in frame.columns:
+        return []
+    found = []
+    for row in frame.itertuples(index=False):
+        if row.train_diverged is True or str(row.train_diverged) == "True":
+            found.append(
+                Violation(
+                    row.dataset,
+                    row.mech,
+                    param_label(row.mech, row.param_name, row.param_value),
+                    int(row.seed),
+                    row.attack,
+                    row.distance,
+                    DIVERGED_METRIC,
+                    1.0,
+                    0.0,
+                    0.0,
+                )
+            )
     return found
 
 

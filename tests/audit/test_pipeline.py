@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -142,3 +143,25 @@ def test_a_d_atk_too_small_to_halve_has_no_worst_case():
     is_member = np.array([True, False, False])
     columns = worst_case_columns([_result("reconstruction", np.zeros(3), is_member)], seed=0)
     assert columns == [{"worst_case": None}]
+
+
+def test_training_divergence_is_detected_from_the_epoch_losses():
+    from audit.pipeline import DIVERGENCE_FACTOR, training_diverged
+
+    healthy = [8430.2, 8337.6, 8213.2, 7571.7]
+    assert not training_diverged(healthy)
+    assert not training_diverged([100.0, 104.0, 99.0, 101.0])  # DP noise wobbles by percents
+    # LFW20, quick profile, seed 1 (measured): an exploding posterior variance at epoch 11
+    assert training_diverged([8432.5, 8220.1, 9389.5, 4.4e13, 4.28e27])
+    assert training_diverged([8432.5, float("nan")])
+    assert training_diverged([10.0, 10.0 * DIVERGENCE_FACTOR * 1.01])
+    assert not training_diverged([])
+
+
+def test_majority_share_is_the_most_common_labels_share():
+    import torch
+
+    from audit.pipeline import majority_share
+
+    assert majority_share(torch.tensor([0, 1, 1, 2])) == 0.5
+    assert math.isnan(majority_share(torch.tensor([], dtype=torch.int64)))

@@ -192,3 +192,13 @@ def test_an_input_canary_bound_above_its_claim_fails(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "epsilon_lower_input>epsilon" in out
     assert "epsilon_lower>epsilon" not in out
+
+
+def test_a_row_whose_training_diverged_fails_whatever_the_thresholds(tmp_path, capsys):
+    frame = runs()
+    frame["train_diverged"] = False
+    assert run_check(tmp_path / "ok", frame) == 0
+    frame.loc[(frame.mech == "none") & (frame.seed == 1), "train_diverged"] = True
+    assert run_check(tmp_path / "bad", frame) == 1
+    out = capsys.readouterr().out
+    assert out.count("train_diverged") == 2  # the baseline's two rows (mse, ssim) of seed 1
