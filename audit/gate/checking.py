@@ -101,7 +101,7 @@ def check_runs(
         n_checked += 1
         used.update(matching)
         for i in matching:
-            violations += _violations(i, thresholds[i], row, label)
+            violations += _violations(i, thresholds[i], row)
     violations += bound_violations(frame)
     violations += divergence_violations(frame)
     if n_checked == 0:
@@ -124,7 +124,7 @@ def check_runs(
     )
 
 
-def _violations(index: int, t: Threshold, row: Any, label: str) -> list[Violation]:
+def _violations(index: int, t: Threshold, row: Any) -> list[Violation]:
     """The limits of entry ``index`` (``t``) that ``row`` breaks."""
     chance = getattr(row, "acc_base", None)
     if t.min_acc is not None and chance is not None and not pd.isna(chance):
@@ -138,20 +138,7 @@ def _violations(index: int, t: Threshold, row: Any, label: str) -> list[Violatio
     for name, column, limit, direction in t.limits():
         observed = float(getattr(row, column))
         if _broken(observed, limit, t.tolerance, direction):
-            found.append(
-                Violation(
-                    row.dataset,
-                    row.mech,
-                    label,
-                    int(row.seed),
-                    row.attack,
-                    row.distance,
-                    name,
-                    observed,
-                    limit,
-                    t.tolerance,
-                )
-            )
+            found.append(row_violation(row, name, observed, limit, t.tolerance))
     return found
 
 
@@ -163,6 +150,24 @@ BOUND_METRIC = "epsilon_lower>epsilon"
 #: own claim is at most the cell's (q = B/N falls as N grows); a bound above the cell's claim is
 #: a bug either way.
 BOUND_COLUMNS = ("epsilon_lower", "epsilon_lower_input")
+
+
+def row_violation(
+    row: Any, metric: str, observed: float, limit: float, tolerance: float
+) -> Violation:
+    """The :class:`Violation` of ``metric`` by ``row`` (a run's row as a named tuple)."""
+    return Violation(
+        row.dataset,
+        row.mech,
+        param_label(row.mech, row.param_name, row.param_value),
+        int(row.seed),
+        row.attack,
+        row.distance,
+        metric,
+        observed,
+        limit,
+        tolerance,
+    )
 
 
 def bound_violations(frame: pd.DataFrame) -> list[Violation]:
@@ -178,20 +183,7 @@ def bound_violations(frame: pd.DataFrame) -> list[Violation]:
         for row in frame.itertuples(index=False):
             bound, claim = float(getattr(row, column)), float(row.epsilon)
             if not math.isnan(bound) and bound > claim * (1 + BOUND_SLACK):
-                found.append(
-                    Violation(
-                        row.dataset,
-                        row.mech,
-                        param_label(row.mech, row.param_name, row.param_value),
-                        int(row.seed),
-                        row.attack,
-                        row.distance,
-                        metric,
-                        bound,
-                        claim,
-                        claim * BOUND_SLACK,
-                    )
-                )
+                found.append(row_violation(row, metric, bound, claim, claim * BOUND_SLACK))
     return found
 
 
@@ -207,20 +199,7 @@ def divergence_violations(frame: pd.DataFrame) -> list[Violation]:
     found = []
     for row in frame.itertuples(index=False):
         if row.train_diverged is True or str(row.train_diverged) == "True":
-            found.append(
-                Violation(
-                    row.dataset,
-                    row.mech,
-                    param_label(row.mech, row.param_name, row.param_value),
-                    int(row.seed),
-                    row.attack,
-                    row.distance,
-                    DIVERGED_METRIC,
-                    1.0,
-                    0.0,
-                    0.0,
-                )
-            )
+            found.append(row_violation(row, DIVERGED_METRIC, 1.0, 0.0, 0.0))
     return found
 
 
