@@ -432,8 +432,10 @@ def _baseline(frame: pd.DataFrame, row: Any) -> pd.DataFrame:
 def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
     """Whether the row's non-private baseline classifies above chance (:func:`above_chance`),
     chance being the larger of 1/#classes and D_test's majority-class share: only then does its
-    accuracy axis (acc, phi, sweet spots) measure anything."""
-    base = _baseline(frame, row)
+    accuracy axis (acc, phi, sweet spots) measure anything. The baseline's accuracy is its
+    cell's, whatever attacks it ran: a row of an attack the baseline did not run (dp2vae's
+    decoder-only attacks against a reconstruction-only baseline) is judged by it too."""
+    base = frame[frame.config_hash == row.baseline_hash]
     if base.empty or "n_test" not in frame:
         return False
     b = base.iloc[0]

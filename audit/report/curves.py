@@ -18,6 +18,8 @@ from audit.report.summaries import NONE, SETTING, ordered
 from audit.stats import column_intervals
 
 CURVE_GRID = np.linspace(0.0, 1.0, 201)
+#: The attack whose per-record scores the curves draw (``results.load_scores``).
+RECONSTRUCTION = "reconstruction"
 
 
 def roc_on_grid(scores: np.ndarray, is_member: np.ndarray) -> np.ndarray:
@@ -63,7 +65,20 @@ def _cell_scores(run_dir: Path, hashes: Sequence[str], skipped: list[str], name:
 def curve_figures(
     run_dir: Path, frame: pd.DataFrame, *, name: str, skipped: list[str]
 ) -> list[tuple[str, Figure]]:
-    """Precision-recall and ROC curves per distance, averaged over the seeds' cells."""
+    """Precision-recall and ROC curves per distance of the reconstruction attack (the scores
+    ``scores.npz`` keeps per record for it), averaged over the seeds' cells; cells that did not
+    run it (a decoder-only release) are left out, and ``skipped`` says how many."""
+    if "attack" in frame.columns:
+        without = set(frame["config_hash"]) - set(
+            frame.loc[frame["attack"] == RECONSTRUCTION, "config_hash"]
+        )
+        if without:
+            skip(
+                skipped,
+                f"{name}: attack curves show the reconstruction attack; {len(without)} cell(s) "
+                "did not run it (their release lacks the encoder) and are left out",
+            )
+        frame = frame[frame["attack"] == RECONSTRUCTION]
     found = _cell_scores(run_dir, list(frame["config_hash"].unique()), skipped, name)
     if not found:
         skip(skipped, f"{name}: no cell holds scores.npz; attack curves skipped")

@@ -9,6 +9,7 @@ import math
 import os
 import time
 
+import pandas as pd
 import pytest
 
 from audit import io, results
@@ -273,3 +274,49 @@ def test_score_keys_name_the_attack_and_read_old_cells_as_reconstruction():
     assert results.parse_scores_key("scores_mse") == ("reconstruction", "mse", "mean")
     with pytest.raises(ValueError, match="names without '_'"):
         results.scores_key("re_con", "mse")
+
+
+def _utility_frame(**base) -> pd.DataFrame:
+    """A reconstruction-only baseline cell B and a dp2vae cell whose rows are decoder-only
+    attacks the baseline did not run."""
+    common = {"baseline_hash": "B", "n_test": 60, "acc_base": 0.5, "acc_majority": 0.5}
+    rows = [
+        {
+            **common,
+            "config_hash": "B",
+            "mech": "none",
+            "attack": "reconstruction",
+            "distance": "mse",
+            "variant": "mean",
+            "acc": 0.8,
+            **base,
+        },
+        {
+            **common,
+            "config_hash": "D",
+            "mech": "dp2vae",
+            "attack": "latent-search",
+            "distance": "mse",
+            "variant": "raw",
+            "acc": 0.5,
+        },
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_utility_is_judged_by_the_baseline_cell_whatever_attacks_it_ran():
+    from audit.results import _utility_valid
+
+    frame = _utility_frame()
+    dp2 = next(frame[frame.mech == "dp2vae"].itertuples(index=False))
+    assert _utility_valid(frame, dp2)  # 0.8 of 60 against chance 0.5
+    weak = _utility_frame(acc=0.55)
+    assert not _utility_valid(weak, next(weak[weak.mech == "dp2vae"].itertuples(index=False)))
+
+
+def test_the_majority_class_rate_is_the_chance_a_baseline_must_beat():
+    from audit.results import _utility_valid
+
+    # 0.8 of 60 beats 1/2 but not a D_test whose majority class holds 80 % of it
+    frame = _utility_frame(acc_majority=0.8)
+    assert not _utility_valid(frame, next(frame[frame.mech == "dp2vae"].itertuples(index=False)))
