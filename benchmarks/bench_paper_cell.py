@@ -112,13 +112,15 @@ def main() -> None:
     per_cls_epoch /= args.classifier_epochs
 
     atk_records = min(PAPER.attack_records or 2 * n_train, 2 * n_train)
+    train_none, train_dp = plain * PAPER.epochs, private * PAPER.epochs
+    attack_s = per_record * atk_records
+    classifier_s = per_cls_epoch * PAPER.classifier_epochs
     parts = {
-        "train, none (1000 epochs)": plain * PAPER.epochs,
-        "train, DP-Adam (1000 epochs)": private * PAPER.epochs,
-        f"attack, N = {PAPER.attack_samples}, {atk_records} records, MSE+SSIM": per_record
-        * atk_records,
+        "train, none (1000 epochs)": train_none,
+        "train, DP-Adam (1000 epochs)": train_dp,
+        f"attack, N = {PAPER.attack_samples}, {atk_records} records, MSE+SSIM": attack_s,
         f"classifier on D_gen ({n_gen} records, <= {PAPER.classifier_epochs} epochs)": (
-            per_cls_epoch * PAPER.classifier_epochs
+            classifier_s
         ),
     }
     print(
@@ -128,15 +130,12 @@ def main() -> None:
     )
     for label, seconds in parts.items():
         print(f"  {label}: {seconds / 3600:.2f} h")
-    rest = list(parts.values())[2] + list(parts.values())[3]
-    for label, train in (
-        ("none", parts["train, none (1000 epochs)"]),
-        ("DP-Adam", parts["train, DP-Adam (1000 epochs)"]),
-    ):
+    rest = attack_s + classifier_s
+    for label, train in (("none", train_none), ("DP-Adam", train_dp)):
         print(f"one paper-profile cell, mech {label}: {(train + rest) / 3600:.2f} h")
     cells = 25
     for workers in (1, 4, 16, 64):
-        total = math.ceil(cells / workers) * (parts["train, DP-Adam (1000 epochs)"] + rest)
+        total = math.ceil(cells / workers) * (train_dp + rest)
         print(f"  {cells} DP cells x 1 seed on {workers} such machine(s): {total / 3600:.1f} h")
 
 

@@ -198,7 +198,7 @@ def divergence_violations(frame: pd.DataFrame) -> list[Violation]:
         return []
     found = []
     for row in frame.itertuples(index=False):
-        if row.train_diverged is True or str(row.train_diverged) == "True":
+        if str(row.train_diverged) == "True":  # True, numpy's True, or the CSV's "True"
             found.append(row_violation(row, DIVERGED_METRIC, 1.0, 0.0, 0.0))
     return found
 
