@@ -165,12 +165,17 @@ def profile_for(name: ProfileName, modality: str) -> Profile:
 def profile_for_dataset(name: ProfileName, dataset: str) -> Profile:
     """The profile ``name`` for ``dataset``: :func:`profile_for` its modality, with |D_train|
     capped per class where the dataset declares it (``DatasetSpec.train_cap``: LFW20 and LFW50,
-    10 records per person) instead of a fixed number; the paper profile keeps all of D_train."""
+    10 records per person) instead of a fixed number; the paper profile keeps all of D_train;
+    and the settings the dataset replaces in that profile (``DatasetSpec.profile_overrides``:
+    LFW20's and LFW50's quick learning rate and classifier budget)."""
     from audit.datasets import SPECS, dataset_modality
 
     profile = profile_for(name, dataset_modality(dataset))
     spec = SPECS.get(dataset)
-    cap = None if spec is None else spec.train_cap
+    if spec is None:
+        return profile
+    profile = replace(profile, **spec.overrides_for(ProfileName(name).value))
+    cap = spec.train_cap
     if cap is None or profile.max_train is None:
         return profile
     return replace(profile, max_train=cap)

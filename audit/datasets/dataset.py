@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -150,6 +151,8 @@ class DatasetSpec:
     loaded :class:`Dataset` carries. ``train_per_class`` and ``classes``: where set, the quick
     and standard profiles cap D_train at ``train_per_class * classes`` records (records per
     class, not the profiles' fixed 50; :func:`audit.config.profile_for_dataset`).
+    ``profile_overrides``: per profile name, (setting, value) pairs that replace the profile's
+    for this dataset (measured where they are declared); a user's flag still overrides them.
     """
 
     name: str
@@ -160,6 +163,11 @@ class DatasetSpec:
     channel_ranges: ChannelScaler | None = None
     train_per_class: int | None = None
     classes: int | None = None
+    profile_overrides: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+
+    def overrides_for(self, profile: str) -> dict[str, Any]:
+        """The settings this dataset replaces in ``profile`` (empty: none)."""
+        return dict(next((pairs for name, pairs in self.profile_overrides if name == profile), ()))
 
     @property
     def train_cap(self) -> int | None:

@@ -158,3 +158,30 @@ def test_one_sweep_mixes_cells_with_and_without_reference_models():
     assert by_mech[MechanismName.NONE].reference_models == 0
     settings = manifest_of([cell.canonical() for cell, _ in pairs])["settings"]
     assert "reference_models" not in settings
+
+
+@pytest.mark.parametrize(
+    ("dataset", "profile", "lr", "classifier_epochs"),
+    [
+        ("lfw20", "quick", 1e-3, 60),  # LFW_QUICK_OVERRIDES
+        ("lfw50", "quick", 1e-3, 60),
+        ("lfw20", "standard", 1e-3, 60),  # the standard profile's own values
+        ("lfw-subset", "quick", 2e-3, 20),  # the quick profile's own values
+    ],
+)
+def test_lfw_quick_takes_its_measured_learning_rate_and_classifier_budget(
+    dataset, profile, lr, classifier_epochs
+):
+    from audit.config import profile_for_dataset
+
+    got = profile_for_dataset(ProfileName(profile), dataset)
+    assert (got.lr, got.classifier_epochs) == (lr, classifier_epochs)
+
+
+def test_a_flag_overrides_the_dataset_profile_setting():
+    from audit.cli.run_command import build_run_parser, config_from_args
+
+    args = build_run_parser().parse_args(["--dataset", "lfw20", "--mech", "none"])
+    assert config_from_args(args).profile.lr == 1e-3
+    args = build_run_parser().parse_args(["--dataset", "lfw20", "--mech", "none", "--lr", "5e-4"])
+    assert config_from_args(args).profile.lr == 5e-4
