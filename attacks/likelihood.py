@@ -136,9 +136,9 @@ class LikelihoodAttack(Attack):
     ) -> LikelihoodAttack:
         """K = ``settings.attack_samples`` importance samples per record (the profile's N), and
         the likelihood the target VAE trains with: ``bernoulli`` for images, ``gaussian`` for
-        series."""
+        series and points."""
         likelihood = (
-            Likelihood.GAUSSIAN if settings.modality is Modality.SERIES else Likelihood.BERNOULLI
+            Likelihood.BERNOULLI if settings.modality is Modality.IMAGE else Likelihood.GAUSSIAN
         )
         return cls(
             seed=seed, device=device, n_importance=settings.attack_samples, likelihood=likelihood

@@ -39,6 +39,7 @@ from core.records import Modality
 from core.seeding import Purpose, derive_seed, numpy_rng
 from models.factory import model_family
 from models.generation import Generation, gen_labels, generate
+from models.latent_metrics import latent_summary
 from models.training import (
     ClassifierSettings,
     Pair,
@@ -354,6 +355,10 @@ def run_cell(
     loss_train = evaluate_vae_loss(model, data.train, beta=cell.profile.beta, seed=gap_seed)
     loss_test = evaluate_vae_loss(model, data.test, beta=cell.profile.beta, seed=gap_seed)
 
+    latents = latent_summary(
+        model, *data.train, seed=derive_seed(cell.seed, Purpose.TRAIN, "latent-metrics") % 2**63
+    )
+
     n_gen = cell.profile.gen_records or len(data.train[1])  # None: |D_train|, the old rule
     labels = gen_labels(data.train[1], n_gen, seed=cell.seed)
     gen_x, gen_y = generate(
@@ -409,6 +414,7 @@ def run_cell(
         "acc": acc,
         "acc_base": 1.0 / data.num_classes,
         "acc_majority": majority_share(data.test[1]),
+        **latents,
         "train_diverged": diverged,
         "acc_real": acc_real,
         "train_test_gap": loss_test - loss_train,

@@ -68,6 +68,11 @@ class Row:
         epsilon_lower_input, epsilon_lower_input_m, epsilon_lower_input_ceiling: the bound a
             user's adversary gets (the one-run audit with m input canaries scored by the
             strongest attack of the release), m and its ceiling; NaN / 0 where not run.
+        latent_hoyer, latent_mmd, latent_mmd_sparse: paper 004's Section 5.1 metrics of the
+            target VAE's codes of D_train (:func:`models.latent_metrics.latent_summary`): the
+            Hoyer sparsity of the encoder means, and MMD^2 between one q(z | x) sample per
+            record and the model's own prior (N(0, I), pinwheel's mixture), and the sparse
+            prior; NaN in older cells and where undefined.
     """
 
     dataset: str
@@ -122,6 +127,9 @@ class Row:
     epsilon_lower_input: float = math.nan
     epsilon_lower_input_m: int = 0
     epsilon_lower_input_ceiling: float = math.nan
+    latent_hoyer: float = math.nan
+    latent_mmd: float = math.nan
+    latent_mmd_sparse: float = math.nan
 
     def __post_init__(self) -> None:
         for name in ("attack", "distance", "variant"):

@@ -6,20 +6,24 @@ from enum import Enum
 
 
 class Modality(str, Enum):
-    """What a record is: an image (C, H, W) or a multichannel sensor series (T, F)."""
+    """What a record is: an image (C, H, W), a multichannel sensor series (T, F), or a point
+    (D,) in a low-dimensional space (paper 004's pinwheel)."""
 
     IMAGE = "image"
     SERIES = "series"
+    POINTS = "points"
 
 
-RECORD_DIMS = {Modality.IMAGE: 3, Modality.SERIES: 2}
+RECORD_DIMS = {Modality.IMAGE: 3, Modality.SERIES: 2, Modality.POINTS: 1}
 
 
 def record_modality(shape: tuple[int, ...]) -> Modality:
-    """The modality of records of ``shape``: (C, H, W) is an image, (T, F) a series."""
+    """The modality of records of ``shape``: (C, H, W) is an image, (T, F) a series, (D,) a
+    point."""
     for modality, dims in RECORD_DIMS.items():
         if len(shape) == dims:
             return modality
     raise ValueError(
-        f"records of shape {tuple(shape)} are neither images (C, H, W) nor series (T, F)"
+        f"records of shape {tuple(shape)} are neither images (C, H, W), series (T, F) nor "
+        "points (D,)"
     )

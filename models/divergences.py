@@ -28,14 +28,34 @@ SPARSE_SPIKE_VARIANCE = 0.05
 
 
 class Divergence(str, Enum):
-    """The batch-wise term's target prior; the divergence is always the Cauchy-kernel MMD.
+    """The batch-wise term: its divergence and target prior.
 
-    MMD: p(z) = N(0, I), the prior the decoder is sampled from when D_gen is generated.
-    SPARSE: paper 004's sparse prior, prod_d (1 - gamma) N(z_d; 0, 1) + gamma N(z_d; 0, sigma_0^2).
+    MMD: the Cauchy-kernel MMD to p(z) = N(0, I), the prior D_gen is decoded from.
+    SPARSE: the Cauchy-kernel MMD to paper 004's sparse prior,
+    prod_d (1 - gamma) N(z_d; 0, 1) + gamma N(z_d; 0, sigma_0^2) (Section 5.1).
+    KL_PRIOR: KL(p(z) || q_s(z)) to the model's own prior (its ``prior`` attribute, a
+    :class:`~models.priors.GaussianMixturePrior`; N(0, I) for a model without one), estimated
+    at fixed prior draws by :func:`kl_prior_aggregate_at` (Section 5.2, the clustering task).
     """
 
     MMD = "mmd"
     SPARSE = "sparse"
+    KL_PRIOR = "kl-prior"
+
+    @property
+    def min_records(self) -> int:
+        """Records a partition needs for the term to be defined: 2 for the unbiased MMD, 1 for
+        the KL estimator (an aggregate posterior of one record is still a density)."""
+        return 1 if self is Divergence.KL_PRIOR else 2
+
+
+def model_prior(model: object) -> GaussianMixturePrior:
+    """The prior p(z) of ``model`` as a mixture: its ``prior`` attribute, or N(0, I) (one
+    component at 0 with standard deviation 1) for a model without one."""
+    prior = getattr(model, "prior", None)
+    if prior is not None:
+        return prior
+    return GaussianMixturePrior(torch.zeros(1, model.latent_dim), std=1.0)  # type: ignore[attr-defined]
 
 
 def cauchy_kernel(
@@ -79,8 +99,14 @@ def sample_prior(
     *,
     generator: torch.Generator,
     device: str | torch.device = "cpu",
+    mixture: GaussianMixturePrior | None = None,
 ) -> torch.Tensor:
-    """n samples (n, dim) of the divergence's target prior, drawn on the CPU from ``generator``."""
+    """n samples (n, dim) of the divergence's target prior, drawn on the CPU from ``generator``;
+    KL_PRIOR draws from ``mixture`` (the model's prior, :func:`model_prior`; required)."""
+    if divergence is Divergence.KL_PRIOR:
+        if mixture is None or mixture.dim != dim:
+            raise ValueError(f"kl-prior samples need the model's {dim}-dimensional prior")
+        return mixture.sample(n, generator=generator, device=device)
     if divergence is Divergence.MMD:
         out = torch.randn(n, dim, generator=generator)
     else:

@@ -19,7 +19,9 @@ from models.classifier import SmallCNN
 from models.generation import Generation
 from models.har_cnn import HarCNN
 from models.lstm_vae import LstmVAE, fuse_lstms
+from models.mlp_vae import MlpVAE
 from models.perturbation import PerturbationLstmVAE, PerturbationVAE
+from models.priors import GaussianMixturePrior
 from models.vae import ConditionalConvVAE
 
 
@@ -129,13 +131,62 @@ class SeriesModels(ModelFamily):
         return HarCNN(features=self.record_shape[1], num_classes=self.num_classes)
 
 
+#: Paper 004, Section 5.2: L = 20 reconstruction samples per record for the pinwheel model.
+POINT_SAMPLES = 20
+#: Hidden units of the points classifier's two layers.
+POINT_CLASSIFIER_HIDDEN = 64
+
+
+class PointClassifier(nn.Sequential):
+    """The target classifier of points (B, D): a two-hidden-layer MLP (ReLU)."""
+
+    def __init__(self, *, features: int, num_classes: int) -> None:
+        h = POINT_CLASSIFIER_HIDDEN
+        super().__init__(
+            nn.Linear(features, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, num_classes)
+        )
+
+
+@dataclass(frozen=True)
+class PointModels(ModelFamily):
+    """Points (D,), paper 004's clustering task: the MLP VAE of Mathieu et al. (2019), with the
+    mixture prior at the corners of the unit square when the latent space is 2-D (paper 004,
+    Section 5.2; N(0, I) otherwise) and L = 20 reconstruction samples; the VAE is
+    unconditional (clustering is unsupervised), so D_gen decodes z ~ q(z | x_j) of a training
+    point of the label's class (class-latent generation, as for series)."""
+
+    modality = Modality.POINTS
+    generation = Generation.CLASS_LATENT
+
+    def target_vae(self, *, latent_dim: int, per_example_gradients: bool = True) -> MlpVAE:
+        prior = GaussianMixturePrior() if latent_dim == 2 else None
+        return MlpVAE(
+            data_dim=self.record_shape[0],
+            latent_dim=latent_dim,
+            num_classes=self.num_classes,
+            prior=prior,
+            samples=POINT_SAMPLES,
+        )
+
+    def perturbation_vae(self, *, latent_dim: int, sigma: float, mean_bound: float) -> nn.Module:
+        raise ValueError(
+            "vae-ldp is defined for images and series, not for points (pinwheel): choose "
+            "none, cdp or cdp-termwise"
+        )
+
+    def classifier(self) -> PointClassifier:
+        return PointClassifier(features=self.record_shape[0], num_classes=self.num_classes)
+
+
 FAMILIES: dict[Modality, type[ModelFamily]] = {
     Modality.IMAGE: ImageModels,
     Modality.SERIES: SeriesModels,
+    Modality.POINTS: PointModels,
 }
 
 
 def model_family(record_shape: Sequence[int], num_classes: int) -> ModelFamily:
-    """The model family for records of ``record_shape``: (C, H, W) images or (T, F) series."""
+    """The model family for records of ``record_shape``: (C, H, W) images, (T, F) series or
+    (D,) points."""
     shape = tuple(int(s) for s in record_shape)
     return FAMILIES[record_modality(shape)](record_shape=shape, num_classes=num_classes)

@@ -12,12 +12,13 @@ batches by the number of records, a further 1/B factor not reproduced here).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 
 from core.validation import check_positive_int
-from models.divergences import CAUCHY_SCALES, mmd
+from models.divergences import CAUCHY_SCALES, Divergence, mmd, model_prior, sample_prior
 
 #: Paper 004, Section 5.1: the batch size B = 256 (the batches the MMD is evaluated on).
 DEFAULT_MMD_BATCH = 256
@@ -95,3 +96,37 @@ def latent_mmd(
     if not pairs:
         raise ValueError(f"the MMD needs a batch of at least 2 codes, got {len(codes)} codes")
     return float(torch.stack([mmd(a, b, scales=scales) for a, b in pairs]).mean())
+
+
+def latent_summary(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, seed: int, batch: int = 512
+) -> dict[str, float]:
+    """Paper 004's Section 5.1 metrics of ``model``'s codes of the records (x, y):
+    ``latent_hoyer`` (:func:`hoyer_sparsity` of the encoder means), ``latent_mmd`` (
+    :func:`latent_mmd` of one z ~ q(z | x) per record against as many draws of the model's own
+    prior, :func:`models.divergences.model_prior`) and ``latent_mmd_sparse`` (the same against
+    paper 004's sparse prior). Draws come from a generator seeded with ``seed``. A metric that is
+    undefined for these codes (a constant dimension, a one-dimensional latent space, fewer than
+    two records) is NaN."""
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        parts = [
+            model.encode(xb.to(device), yb.to(device))
+            for xb, yb in zip(x.split(batch), y.split(batch), strict=True)
+        ]
+    mu = torch.cat([m for m, _ in parts]).cpu().double()
+    logvar = torch.cat([v for _, v in parts]).cpu().double()
+    gen = torch.Generator().manual_seed(seed)
+    z = mu + torch.exp(0.5 * logvar) * torch.randn(mu.shape, generator=gen, dtype=mu.dtype)
+    n, d = mu.shape
+    out = {"latent_hoyer": math.nan, "latent_mmd": math.nan, "latent_mmd_sparse": math.nan}
+    if n < 2:
+        return out
+    if d >= 2:
+        with contextlib.suppress(ValueError):  # a constant dimension or a zero code: undefined
+            out["latent_hoyer"] = hoyer_sparsity(mu)
+    own = model_prior(model).sample(n, generator=gen, dtype=mu.dtype)
+    out["latent_mmd"] = latent_mmd(z, own)
+    sparse = sample_prior(Divergence.SPARSE, n, d, generator=gen).to(mu.dtype)
+    out["latent_mmd_sparse"] = latent_mmd(z, sparse)
+    return out

@@ -48,7 +48,8 @@ class MlpVAE(nn.Module):
     are those ``models.dp.termwise_loop.encoder_parameters`` reads.
 
     ``prior`` is the p(z) of the sample-wise KL: None for N(0, I) (closed form), or a
-    :class:`models.priors.GaussianMixturePrior` (Monte-Carlo, paper 004, Eq. 11).
+    :class:`models.priors.GaussianMixturePrior` (Monte-Carlo, paper 004, Eq. 11). ``samples``:
+    L, the reparameterised samples per record the training loops draw (:attr:`noise_shape`).
     """
 
     def __init__(
@@ -61,6 +62,7 @@ class MlpVAE(nn.Module):
         hidden_layers: int = 1,
         conditional: bool = False,
         prior: GaussianMixturePrior | None = None,
+        samples: int = 1,
     ) -> None:
         super().__init__()
         for name, value in (
@@ -69,12 +71,13 @@ class MlpVAE(nn.Module):
             ("num_classes", num_classes),
             ("hidden", hidden),
             ("hidden_layers", hidden_layers),
+            ("samples", samples),
         ):
             check_positive_int(name, value)
         if prior is not None and prior.dim != latent_dim:
             raise ValueError(f"the prior is {prior.dim}-dimensional but latent_dim is {latent_dim}")
         self.data_dim, self.latent_dim, self.num_classes = data_dim, latent_dim, num_classes
-        self.conditional, self.prior = conditional, prior
+        self.conditional, self.prior, self.samples = conditional, prior, samples
         extra = num_classes if conditional else 0
         self.encoder = _mlp(data_dim + extra, hidden, hidden_layers)
         self.fc_mu = nn.Linear(hidden, latent_dim)
@@ -82,6 +85,14 @@ class MlpVAE(nn.Module):
         self.decoder = _mlp(latent_dim + extra, hidden, hidden_layers)
         self.fc_out_mean = nn.Linear(hidden, data_dim)
         self.fc_out_scale = nn.Linear(hidden, data_dim)
+
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        """Shape of one record's training noise (``models.training.training_noise``):
+        (L, latent_dim) for L = ``samples`` > 1 reconstruction samples, else (latent_dim,)."""
+        if self.samples > 1:
+            return (self.samples, self.latent_dim)
+        return (self.latent_dim,)
 
     @property
     def record_shape(self) -> tuple[int]:
@@ -116,11 +127,14 @@ class MlpVAE(nn.Module):
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One reparameterised pass; ``noise`` is standard normal (B, latent_dim).
+        """One reparameterised pass; ``noise`` is standard normal (B, latent_dim) (or
+        (B, L, latent_dim): the first sample is used).
 
         Returns (reconstruction, mu, logvar, z), as ``ConditionalConvVAE.forward``.
         """
         mu, logvar = self.encode(x, y)
+        if noise.ndim == 3:
+            noise = noise[:, 0]
         z = mu + torch.exp(0.5 * logvar) * noise
         return self.decode(z, y), mu, logvar, z
 

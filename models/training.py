@@ -109,6 +109,14 @@ class OwnObjective(Protocol):
     ) -> torch.Tensor: ...
 
 
+def training_noise(model: nn.Module, n: int, *, generator: torch.Generator) -> torch.Tensor:
+    """Reparameterisation noise for ``n`` records: standard normal of shape (n, *noise_shape),
+    where a model's ``noise_shape`` (default ``(latent_dim,)``) may ask for several samples per
+    record (``models.mlp_vae.MlpVAE``: (L, latent_dim), paper 004's L reconstruction samples)."""
+    shape = getattr(model, "noise_shape", (model.latent_dim,))
+    return torch.randn(n, *shape, generator=generator)
+
+
 def vae_per_example_loss(
     model: nn.Module, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, *, beta: float
 ) -> torch.Tensor:
@@ -134,7 +142,7 @@ def evaluate_vae_loss(
         return math.nan
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
-    noise_all = torch.randn(len(x_all), model.latent_dim, generator=gen)
+    noise_all = training_noise(model, len(x_all), generator=gen)
     was_training = model.training
     model.eval()
     total = 0.0
@@ -199,7 +207,7 @@ def train_vae(
         seen, total = 0, 0.0
         for start in range(0, len(order), settings.batch_size):
             idx = order[start : start + settings.batch_size]
-            noise = torch.randn(len(idx), model.latent_dim, generator=gen)
+            noise = training_noise(model, len(idx), generator=gen)
             loss = vae_per_example_loss(
                 model,
                 x_train[idx].to(device),

@@ -81,10 +81,11 @@ def get_distance(name: str | Distance) -> Distance:
 
 
 #: The distances the reconstruction attack uses per record modality: SSIM is an image measure
-#: (paper 003 uses MSE and SSIM on images, MSE on sensor series).
+#: (paper 003 uses MSE and SSIM on images, MSE on sensor series; points take MSE).
 MODALITY_DISTANCES: dict[Modality, tuple[Distance, ...]] = {
     Modality.IMAGE: (Distance.MSE, Distance.SSIM),
     Modality.SERIES: (Distance.MSE,),
+    Modality.POINTS: (Distance.MSE,),
 }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from audit.datasets import basicmotions, digits, lfw, motionsense
+from audit.datasets import basicmotions, digits, lfw, motionsense, pinwheel
 from audit.datasets.dataset import Dataset, DatasetSpec
 from audit.datasets.npz import NPZ_PREFIX, load_npz
 from core.records import Modality
@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 
 #: Every registered dataset by name, in the order the CLI lists them.
 SPECS: dict[str, DatasetSpec] = {
-    spec.name: spec for spec in (digits.SPEC, *lfw.SPECS, motionsense.SPEC, basicmotions.SPEC)
+    spec.name: spec
+    for spec in (digits.SPEC, *lfw.SPECS, motionsense.SPEC, basicmotions.SPEC, pinwheel.SPEC)
 }
 #: Datasets cut into windows from longer recordings, and their default window stride (samples).
 WINDOWED_DATASETS: dict[str, int] = {

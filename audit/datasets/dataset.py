@@ -64,8 +64,10 @@ class Dataset:
         object.__setattr__(self, "modality", modality)
         if modality is Modality.IMAGE:
             self._check_images()
-        else:
+        elif modality is Modality.SERIES:
             self._check_series()
+        else:
+            self._check_points()
         if len(self.x) != len(self.y):
             raise DatasetUnavailable(
                 f"dataset {self.name!r}: {len(self.x)} records but {len(self.y)} labels"
@@ -110,13 +112,23 @@ class Dataset:
                 f"{self.x.shape[2]} channels"
             )
 
+    def _check_points(self) -> None:
+        if self.x.ndim != 2 or self.x.shape[1] < 1:
+            raise DatasetUnavailable(
+                f"dataset {self.name!r}: points must be (N, D), got shape {self.x.shape}"
+            )
+        if self.channel_ranges is not None:
+            raise DatasetUnavailable(f"dataset {self.name!r}: channel_ranges apply to series")
+        if not np.isfinite(self.x).all():
+            raise DatasetUnavailable(f"dataset {self.name!r}: points contain NaN or infinity")
+
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """One record's shape: (C, H, W) or (T, F)."""
+        """One record's shape: (C, H, W), (T, F) or (D,)."""
         return tuple(self.x.shape[1:])
 
 

@@ -113,8 +113,9 @@ class CdpOptions(DpAdamOptions):
         parse_clip_norm,
     )
     divergence: Divergence | None = option(
-        "batch-wise divergence, mmd (Cauchy kernel) or sparse (cdp refuses one: it needs the "
-        "term-wise noise of cdp-termwise)",
+        "batch-wise divergence: mmd (Cauchy kernel to N(0, I)), sparse (to paper 004's sparse "
+        "prior) or kl-prior (KL(p || q) to the model's prior, paper 004's clustering task); cdp "
+        "refuses one: it needs the term-wise noise of cdp-termwise",
         choice(Divergence, "divergence"),
     )
     alpha: float | None = option(

@@ -1,11 +1,11 @@
-"""``cdp-termwise``: term-wise DP-Adam (paper 004, Algorithm 1) with a batch-wise MMD term.
+"""``cdp-termwise``: term-wise DP-Adam (paper 004, Algorithm 1) with a batch-wise divergence term.
 
 Options (:class:`TermwiseOptions`): those of ``cdp`` (``clip_norm`` is C1) plus
-``clip_norm_2`` (C2, default ``DEFAULT_CLIP_RATIO * C1``), ``divergence`` (mmd or sparse,
-default mmd), ``alpha`` (default 100), ``partitions`` (b, default 4) and ``termwise_accounting``
-(stacked, the only value accepted: composed is refused because both terms share one Poisson
-batch; see ``audit.privacy.termwise_accounting``). C2 = 0 or alpha = 0 trains and accounts standard
-DP-Adam.
+``clip_norm_2`` (C2, default ``DEFAULT_CLIP_RATIO * C1``), ``divergence`` (mmd, sparse or
+kl-prior, default mmd), ``alpha`` (default 100), ``partitions`` (b, default 4) and
+``termwise_accounting`` (stacked, the only value accepted: composed is refused because both
+terms share one Poisson batch; see ``audit.privacy.termwise_accounting``). C2 = 0 or alpha = 0
+trains and accounts standard DP-Adam.
 """
 
 from __future__ import annotations

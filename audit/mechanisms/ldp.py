@@ -211,6 +211,12 @@ class LocalDP(Mechanism):
     ) -> None:
         """The setting, and b and m against the images' size (or no image options on series)."""
         self.typed(options)
+        if record_modality(record_shape) is Modality.POINTS:
+            raise ValueError(
+                "ldp perturbs images (pixelization) and series (Laplace on a bounded range), "
+                "not points, whose coordinates have no fixed range: choose none, cdp or "
+                "cdp-termwise for pinwheel"
+            )
         if record_modality(record_shape) is Modality.SERIES:
             check_series_options(options)
         else:
@@ -218,7 +224,7 @@ class LocalDP(Mechanism):
 
     def default_grid_for(self, modality: Modality) -> tuple[float, ...]:
         """Paper 003's eps_i grid for records of ``modality``."""
-        return DEFAULT_GRIDS[Modality(modality)]
+        return DEFAULT_GRIDS.get(Modality(modality), DEFAULT_GRIDS[Modality.IMAGE])
 
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
         if record_modality(data.shape) is Modality.SERIES:

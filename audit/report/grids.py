@@ -56,7 +56,7 @@ NOISE_NOTE = {
 #: What a stale, foreign or damaged cell raises while it is loaded for the grids.
 CELL_ERRORS = (ValueError, KeyError, TypeError, OSError, RuntimeError, pickle.UnpicklingError)
 NONE = MechanismName.NONE.value
-GRID_KIND = {Modality.IMAGE: "image", Modality.SERIES: "series"}
+GRID_KIND = {Modality.IMAGE: "image", Modality.SERIES: "series", Modality.POINTS: "points"}
 
 
 def load_model(cell_dir: Path, cell: CellConfig, dataset: Dataset) -> nn.Module:
@@ -215,6 +215,13 @@ def grid_figures(
     noise level, from the saved models of the lowest seed's ``rows`` (runs.csv rows of one
     dataset and profile, in report order: baseline first); images or series as the records are."""
     seed, frame_dataset = int(rows["seed"].min()), rows["dataset"].iloc[0]
+    if _kind(str(frame_dataset)) == GRID_KIND[Modality.POINTS]:
+        skip(
+            skipped,
+            f"{name}: no sample grids for points; the latent codes are plotted by "
+            "benchmarks/pinwheel_figure.py",
+        )
+        return []
     rows = rows[rows["seed"] == seed].drop_duplicates("config_hash")
     rows = rows[[results.has_model(results.cell_path(run_dir, h)) for h in rows["config_hash"]]]
     if rows.empty:

@@ -16,7 +16,7 @@ from models.dp.engine import (
     parse_mode,
     per_unit_norms,
 )
-from models.training import Pair, VAETrainSettings
+from models.training import Pair, VAETrainSettings, training_noise
 from models.vae import ConditionalConvVAE
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def median_gradient_norm(
             order = torch.randperm(len(x_train), generator=gen)
             for start in range(0, len(order), settings.batch_size):
                 idx = order[start : start + settings.batch_size]
-                noise = torch.randn(len(idx), warm.latent_dim, generator=gen)
+                noise = training_noise(warm, len(idx), generator=gen)
                 grads, _ = engine.gradients(
                     x_train[idx].to(device), y_train[idx].to(device), noise.to(device)
                 )

@@ -56,7 +56,7 @@ from models.dp import (
 )
 from models.dp.book_keeping import ClippedSum
 from models.lstm_vae import LstmVAE
-from models.training import Pair, VAETrainSettings, vae_per_example_loss
+from models.training import Pair, VAETrainSettings, training_noise, vae_per_example_loss
 from models.vae import ConditionalConvVAE
 
 #: Submodules that ``decode(z, y)`` uses, per VAE class; every other parameter is the encoder's
@@ -215,7 +215,7 @@ def pretrain_encoder(
         order = torch.randperm(len(x_all), generator=gen)
         for start in range(0, len(order), settings.batch_size):
             idx = order[start : start + settings.batch_size]
-            noise = torch.randn(len(idx), vae.latent_dim, generator=gen)
+            noise = training_noise(vae, len(idx), generator=gen)
             loss = vae_per_example_loss(
                 vae,
                 x_all[idx].to(device),

@@ -29,7 +29,13 @@ from models.dp.engine import (
     noisy_average,
     parse_mode,
 )
-from models.training import Pair, TrainHistory, VAETrainSettings, record_validation
+from models.training import (
+    Pair,
+    TrainHistory,
+    VAETrainSettings,
+    record_validation,
+    training_noise,
+)
 from models.vae import ConditionalConvVAE
 
 log = logging.getLogger(__name__)
@@ -233,7 +239,7 @@ def train_dp_vae(
     try:
         for step, batch in enumerate(sampler):
             index = torch.as_tensor(batch, dtype=torch.long)
-            noise = torch.randn(len(index), model.latent_dim, generator=gen)
+            noise = training_noise(model, len(index), generator=gen)
             xb, yb, nb = x_train[index].to(device), y_train[index].to(device), noise.to(device)
             grads, sample = private_gradient(
                 engine,

@@ -1,8 +1,8 @@
 """Term-wise DP-Adam (paper 004, Takahashi et al., Algorithm 1 and Eq. 13-16).
 
 The loss splits into the sample-wise term phi(x_i) = rec + beta * KL(q(z|x_i) || N(0, I)) and the
-batch-wise term psi(s_j) = alpha * MMD(q(z) on s_j, p(z)) over b disjoint partitions s_j of the
-batch. Each step releases
+batch-wise term psi(s_j) = alpha * MMD(q(z) on s_j, p(z)) (or alpha * KL(p(z) || q_{s_j}(z)),
+``Divergence.KL_PRIOR``) over b disjoint partitions s_j of the batch. Each step releases
 
     g = (sum_i clip_C1(grad phi(x_i)) + N(0, (s C1)^2 I)) / B
       + (sum_j clip_C2(grad psi(s_j)) + N(0, (s C2)^2 I)) / b
@@ -40,7 +40,13 @@ import torch
 from torch import nn
 
 from core.progress import ProgressFactory, null_progress
-from models.divergences import Divergence, mmd, sample_prior
+from models.divergences import (
+    Divergence,
+    kl_prior_aggregate_at,
+    mmd,
+    model_prior,
+    sample_prior,
+)
 from models.dp import (
     AuditHook,
     BatchTermRun,
@@ -129,23 +135,43 @@ def partition_assignment(n_train: int, partitions: int, *, seed: int) -> torch.T
 
 
 class PartitionDivergence(nn.Module):
-    """psi(s_j) = alpha * MMD(z_{s_j}, prior[j]) for each of b partitions -> (b,).
+    """psi(s_j) = alpha * D(s_j, prior[j]) for each of b partitions -> (b,).
 
-    z = mu + sigma * noise with the step's reparameterisation noise; ``prior`` (b, m, d) holds m
-    prior samples per partition. A partition with fewer than two records contributes 0 (the
-    unbiased MMD needs two).
+    D is the MMD between z = mu + sigma * noise (the step's reparameterisation noise; its first
+    sample where the model draws several) and the partition's prior samples, or, for
+    ``Divergence.KL_PRIOR``, KL(p || q_{s_j}) estimated at them (no noise needed).
+    ``prior`` (b, m, d) holds m prior samples per partition. A partition with fewer records
+    than the divergence needs (``Divergence.min_records``) contributes 0.
     """
 
-    def __init__(self, vae: ConditionalConvVAE, *, alpha: float, partitions: int) -> None:
+    def __init__(
+        self,
+        vae: ConditionalConvVAE,
+        *,
+        alpha: float,
+        partitions: int,
+        divergence: Divergence = Divergence.MMD,
+    ) -> None:
         super().__init__()
         self.vae, self.alpha, self.partitions = vae, alpha, partitions
+        self.divergence = Divergence(divergence)
+        self.target_prior = model_prior(vae) if self.divergence is Divergence.KL_PRIOR else None
+
+    def _term(
+        self, mu: torch.Tensor, logvar: torch.Tensor, noise: torch.Tensor, prior: torch.Tensor
+    ) -> torch.Tensor:
+        if self.target_prior is not None:
+            return self.alpha * kl_prior_aggregate_at(prior, mu, logvar, prior=self.target_prior)
+        if noise.ndim == 3:
+            noise = noise[:, 0]
+        return self.alpha * mmd(mu + torch.exp(0.5 * logvar) * noise, prior)
 
     def partition_loss(
         self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, prior: torch.Tensor
     ) -> torch.Tensor:
-        """psi of one partition (>= 2 records) against its prior samples (m, d): a scalar."""
+        """psi of one partition (enough records) against its prior samples (m, d): a scalar."""
         mu, logvar = self.vae.encode(x, y)
-        return self.alpha * mmd(mu + torch.exp(0.5 * logvar) * noise, prior)
+        return self._term(mu, logvar, noise, prior)
 
     def forward(
         self,
@@ -156,14 +182,14 @@ class PartitionDivergence(nn.Module):
         partition: torch.Tensor,
     ) -> torch.Tensor:
         mu, logvar = self.vae.encode(x, y)
-        z = mu + torch.exp(0.5 * logvar) * noise
         counts = torch.bincount(partition, minlength=self.partitions).tolist()
         out = []
         for j, count in enumerate(counts):
-            if count < 2:
-                out.append((z * 0).sum())
+            if count < self.divergence.min_records:
+                out.append((mu * 0).sum())
             else:
-                out.append(self.alpha * mmd(z[partition == j], prior[j]))
+                mask = partition == j
+                out.append(self._term(mu[mask], logvar[mask], noise[mask], prior[j]))
         return torch.stack(out)
 
 
@@ -203,7 +229,10 @@ class PartitionedBatchTerm:
         self._assignment = partition_assignment(n_train, settings.partitions, seed=settings.seed)
         self._vae = vae
         self._module = PartitionDivergence(
-            vae, alpha=settings.alpha, partitions=settings.partitions
+            vae,
+            alpha=settings.alpha,
+            partitions=settings.partitions,
+            divergence=settings.divergence,
         )
         reachable = {id(p) for p in encoder_parameters(vae)}
         self._params = [p for p in vae.parameters() if p.requires_grad]
@@ -220,7 +249,12 @@ class PartitionedBatchTerm:
         part = self._assignment[index].to(x.device)
         b, m, d = self.settings.partitions, self.prior_samples, self._vae.latent_dim
         prior = sample_prior(
-            self.settings.divergence, b * m, d, generator=self._gen, device=x.device
+            self.settings.divergence,
+            b * m,
+            d,
+            generator=self._gen,
+            device=x.device,
+            mixture=self._module.target_prior,
         ).view(b, m, d)
         if self._engine is None:
             grads, values = self._partition_gradients(x, y, noise, prior, part)
@@ -250,7 +284,7 @@ class PartitionedBatchTerm:
         grads = [p.new_zeros((b, *p.shape)) for p in self._encoder]
         values = x.new_zeros(b)
         for j, count in enumerate(torch.bincount(part, minlength=b).tolist()):
-            if count < 2:
+            if count < self.settings.divergence.min_records:
                 continue
             mask = part == j
             psi = self._module.partition_loss(x[mask], y[mask], noise[mask], prior[j])
