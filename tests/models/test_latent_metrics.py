@@ -91,3 +91,51 @@ def test_mmd_batches_are_averaged_and_a_trailing_single_is_dropped():
         latent_mmd(a[:1], b[:1])
     with pytest.raises(ValueError):
         latent_mmd(a, b[:5])
+
+
+class _Coder(torch.nn.Module):
+    """A 'VAE' whose encoder returns fixed codes (the records are their row numbers)."""
+
+    def __init__(self, codes: torch.Tensor, prior=None) -> None:
+        super().__init__()
+        self.codes, self.latent_dim, self.prior = codes, codes.shape[1], prior
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def encode(self, x, y):
+        rows = x[:, 0].long()
+        return self.codes[rows], torch.full_like(self.codes[rows], -30.0)  # sigma ~ 3e-7
+
+
+def _summary(codes, prior=None):
+    from models.latent_metrics import latent_summary
+
+    n = len(codes)
+    x = torch.arange(n, dtype=torch.float64)[:, None]
+    return latent_summary(_Coder(codes, prior), x, torch.zeros(n, dtype=torch.long), seed=3)
+
+
+def test_latent_summary_tells_codes_from_the_prior_from_shifted_ones():
+    """Codes drawn from the model's own prior give an MMD^2 near 0 (the unbiased estimator's
+    sd over 20 seeds at n = 512, d = 4: 0.011); the same codes shifted by 2 in every
+    coordinate give one far above; one-hot codes are sparser than dense ones."""
+    gen = torch.Generator().manual_seed(0)
+    codes = torch.randn(512, 4, generator=gen, dtype=torch.float64)
+    near, far = _summary(codes), _summary(codes + 2.0)
+    assert abs(near["latent_mmd"]) < 0.1 < far["latent_mmd"]
+    one_hot = torch.eye(4, dtype=torch.float64).repeat(128, 1) * (1 + torch.rand(512, 1))
+    assert _summary(one_hot)["latent_hoyer"] > 0.9 > _summary(codes)["latent_hoyer"]
+
+
+def test_latent_summary_uses_the_mixture_prior_where_the_model_has_one():
+    from models.priors import GaussianMixturePrior
+
+    prior = GaussianMixturePrior()
+    codes = prior.sample(512, generator=torch.Generator().manual_seed(1)).double()
+    with_prior, against_normal = _summary(codes, prior), _summary(codes)
+    assert abs(with_prior["latent_mmd"]) < 0.1 < against_normal["latent_mmd"]
+
+
+def test_latent_summary_is_nan_where_undefined():
+    out = _summary(torch.ones(5, 3, dtype=torch.float64))  # every dimension constant
+    assert math.isnan(out["latent_hoyer"]) and math.isfinite(out["latent_mmd"])
+    assert all(math.isnan(v) for v in _summary(torch.ones(1, 3, dtype=torch.float64)).values())

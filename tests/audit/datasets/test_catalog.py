@@ -38,11 +38,13 @@ def test_modality_is_known_without_loading():
     assert dataset_modality("motionsense") is Modality.SERIES
     assert dataset_modality("basicmotions") is Modality.SERIES
     assert dataset_modality("digits") is Modality.IMAGE
+    assert dataset_modality("pinwheel") is Modality.POINTS
 
 
 def test_every_dataset_module_declares_one_spec_in_the_catalog():
     assert dataset_names() == [
-        "digits", "lfw-subset", "lfw20", "lfw50", "motionsense", "basicmotions", "npz:PATH"
+        "digits", "lfw-subset", "lfw20", "lfw50", "motionsense", "basicmotions", "pinwheel",
+        "npz:PATH",
     ]  # fmt: skip
     assert WINDOWED_DATASETS == {"motionsense": 500}
     for name, spec in SPECS.items():
