@@ -124,10 +124,18 @@ def check_runs(
     )
 
 
+def chance_accuracy(acc_base: Any, acc_majority: Any = None) -> float | None:
+    """What a classifier scores without learning anything: 1 / #classes (``acc_base``), or the
+    share of D_test's most common class where that is higher (``acc_majority``; LFW20: 0.278);
+    None where neither is known."""
+    known = [float(v) for v in (acc_base, acc_majority) if v is not None and not pd.isna(v)]
+    return max(known) if known else None
+
+
 def _violations(index: int, t: Threshold, row: Any) -> list[Violation]:
     """The limits of entry ``index`` (``t``) that ``row`` breaks."""
-    chance = getattr(row, "acc_base", None)
-    if t.min_acc is not None and chance is not None and not pd.isna(chance):
+    chance = chance_accuracy(getattr(row, "acc_base", None), getattr(row, "acc_majority", None))
+    if t.min_acc is not None and chance is not None:
         try:
             check_acc_floor(t.min_acc, t.tolerance, float(chance))
         except ValueError as exc:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from audit import io
-from audit.gate.checking import CHECK_COLUMNS, read_runs
+from audit.gate.checking import CHECK_COLUMNS, chance_accuracy, read_runs
 from audit.gate.thresholds import NONE, SCHEMA_VERSION, number, parse_thresholds
 from audit.rows import RESULT_KEY
 
@@ -51,8 +51,9 @@ def calibrate(
     clamped to [0, 1], with ``tolerance`` (the floor below which no margin shrinks) stored in
     each entry, so the effective limits are m +- (k*s + tolerance). Identical cells (same config
     hash) found in several directories count once. An accuracy floor with ``min_acc - tolerance``
-    at or below chance (the rows' ``acc_base``, 1 / #classes) cannot fail and is not written:
-    ``min_acc`` is null and ``min_acc_dropped`` says why.
+    at or below chance (the rows' ``acc_base``, 1 / #classes, or their ``acc_majority`` where
+    higher: a classifier always answering D_test's most common class scores it) cannot fail and
+    is not written: ``min_acc`` is null and ``min_acc_dropped`` says why.
 
     ``source_commands``: the sweep commands that produced the runs; without, they are read from
     each cell's ``metadata.json`` (``command``, recorded by the sweep), and a run that lacks one
@@ -172,7 +173,10 @@ def _calibrated_entry(
         "min_acc": _clamp(acc_mean - sigmas * acc_sd),
         "tolerance": tolerance,
         "margin_source": note,
-        "chance_acc": float(group["acc_base"].max()),
+        "chance_acc": chance_accuracy(
+            group["acc_base"].max(),
+            group["acc_majority"].max() if "acc_majority" in group.columns else None,
+        ),
     }
     if entry["min_acc"] - tolerance <= entry["chance_acc"]:
         entry["min_acc_dropped"] = (

@@ -116,3 +116,21 @@ def test_calibration_writes_the_attack_of_each_entry(tmp_path):
     assert ("cdp", "monte-carlo", "pixel-l2") in keys and ("cdp", "reconstruction", "mse") in keys
     assert len(doc["entries"]) == 9  # 3 settings x (mse, ssim, pixel-l2)
     assert load_thresholds(write_thresholds(tmp_path / "t.json", doc))
+
+
+def test_calibration_drops_an_accuracy_floor_at_or_below_the_majority_rate(tmp_path):
+    """On an unbalanced D_test (LFW20: 0.278 of it is one person) a floor above 1/#classes but
+    below the majority share cannot tell a classifier from one that always answers that class."""
+    settings = [("cdp", "noise_multiplier", 1.0, 0.55, 0.56, 0.62)]
+    frames = [runs(settings, seeds=(s,), offset=0.005) for s in range(3)]
+    plain = calibrate(
+        [write_runs(tmp_path / f"p{s}", f) for s, f in enumerate(frames)], source_commands=["c"]
+    )
+    assert all(e["min_acc"] is not None for e in plain["entries"])  # 0.6 clears 1/2
+    skewed = calibrate(
+        [write_runs(tmp_path / f"m{s}", f.assign(acc_majority=0.61)) for s, f in enumerate(frames)],
+        source_commands=["c"],
+    )
+    for e in skewed["entries"]:
+        assert e["min_acc"] is None and e["chance_acc"] == 0.61
+        assert "at or below chance 0.6100" in e["min_acc_dropped"]

@@ -202,3 +202,13 @@ def test_a_row_whose_training_diverged_fails_whatever_the_thresholds(tmp_path, c
     assert run_check(tmp_path / "bad", frame) == 1
     out = capsys.readouterr().out
     assert out.count("train_diverged") == 2  # the baseline's two rows (mse, ssim) of seed 1
+
+
+def test_the_gate_refuses_an_accuracy_floor_at_or_below_the_rows_majority_rate(tmp_path, capsys):
+    floor = entry(mech="cdp", param_value=1.0, max_mi_ap=0.58, min_acc=0.56)
+    doc = {**THRESHOLDS, "entries": [*THRESHOLDS["entries"][:1], floor]}
+    assert run_check(tmp_path / "a", runs(), doc) == 0  # 0.56 - tolerance clears 1/2
+    capsys.readouterr()
+    assert run_check(tmp_path / "b", runs().assign(acc_majority=0.6), doc) == 2
+    err = capsys.readouterr().err.strip()
+    assert "at or below chance accuracy 0.6" in err and "\n" not in err
