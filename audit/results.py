@@ -398,6 +398,10 @@ def collect_rows(out: Path) -> pd.DataFrame:
     frame["phi"] = [
         _phi(frame, row) if row.utility_valid else math.nan for row in frame.itertuples(index=False)
     ]
+    frame["phi_worst"] = [
+        _phi_worst(frame, row) if row.utility_valid else math.nan
+        for row in frame.itertuples(index=False)
+    ]
     ordered = [c for c in COLUMNS if c in frame] + [c for c in frame if c not in COLUMNS]
     return frame[ordered].sort_values(SORT_KEYS, na_position="first").reset_index(drop=True)
 
@@ -455,6 +459,25 @@ def _phi(frame: pd.DataFrame, row: Any) -> float:
     b = base.iloc[0]
     return phi_score(
         atk_orig=b.mi_ap, atk=row.mi_ap, acc_orig=b.acc, acc=row.acc, acc_base=row.acc_base
+    )
+
+
+def _phi_worst(frame: pd.DataFrame, row: Any) -> float:
+    """phi of the row's cell at its held-out worst case (``worst_mi_ap``: the attack picked on
+    one half of D_atk, measured on the other) against the baseline cell's held-out worst case;
+    NaN where either is unknown."""
+    if row.mech == NONE or "worst_mi_ap" not in frame:
+        return math.nan
+    base = frame[frame.config_hash == row.baseline_hash]
+    if base.empty:
+        return math.nan
+    b = base.iloc[0]
+    return phi_score(
+        atk_orig=float(b.worst_mi_ap),
+        atk=float(row.worst_mi_ap),
+        acc_orig=b.acc,
+        acc=row.acc,
+        acc_base=row.acc_base,
     )
 
 

@@ -73,6 +73,9 @@ class Row:
             Hoyer sparsity of the encoder means, and MMD^2 between one q(z | x) sample per
             record and the model's own prior (N(0, I), pinwheel's mixture), and the sparse
             prior; NaN in older cells and where undefined.
+        phi_worst (cell): phi of the cell's held-out worst case (``worst_mi_ap``) against its
+            baseline's held-out worst case; filled when results are collected, NaN where
+            either cell has no worst case (older cells) or the utility axis is invalid.
     """
 
     dataset: str
@@ -130,6 +133,7 @@ class Row:
     latent_hoyer: float = math.nan
     latent_mmd: float = math.nan
     latent_mmd_sparse: float = math.nan
+    phi_worst: float = math.nan
 
     def __post_init__(self) -> None:
         for name in ("attack", "distance", "variant"):

@@ -86,7 +86,7 @@ def summary_figures(
         (
             "mi_ap_vs_epsilon",
             mi_ap_vs_epsilon(
-                mi_points, _mi_refs(distances), title=f"{name}: reconstruction attack MI AP vs ε"
+                mi_points, _mi_refs(distances), title=f"{name}: MI AP vs ε, one line per attack and the held-out worst case"
             ),
         )
     )
