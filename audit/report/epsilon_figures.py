@@ -86,7 +86,9 @@ def summary_figures(
         (
             "mi_ap_vs_epsilon",
             mi_ap_vs_epsilon(
-                mi_points, _mi_refs(distances), title=f"{name}: MI AP vs ε, one line per attack and the held-out worst case"
+                mi_points,
+                _mi_refs(distances),
+                title=f"{name}: MI AP vs ε (each attack; worst case held out)",
             ),
         )
     )
