@@ -203,6 +203,7 @@ def validate_against_data(config: SweepConfig, dataset: Dataset, splits: dict[in
         if name is MechanismName.NONE:
             continue
         mech = get_mechanism(name)
+        mech.check_modality(dataset.shape)
         mech.validate_for_data(
             config.options_for(name) or mech.options_type(),
             record_shape=dataset.shape,

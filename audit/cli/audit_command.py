@@ -153,6 +153,7 @@ def _cell_and_data(args: AuditRequest):
         mech_options=dict(build_options([mech], {"delta": args.delta})).get(mech),
     )
     dataset = load_dataset(args.dataset, data_home=args.data_home)
+    get_mechanism(mech).check_modality(dataset.shape)
     split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=args.seed)
     return cell, cell_data(dataset, split, cell)
 

@@ -30,13 +30,12 @@ from audit.mechanisms.mechanism import (
 )
 from audit.options import (
     AccountingParams,
-    MechanismOptions,
     option,
     positive_int,
 )
 from audit.privacy.claim import Conversion, PrivacyClaim
 from audit.privacy.dp2vae_accounting import dp2vae_claim, dp2vae_noise_for_epsilon
-from core.records import Modality, record_modality
+from core.records import Modality
 from core.schedule import dp_sgd_steps
 from core.seeding import Purpose, derive_seed
 from models.dp import DEFAULT_CLIP_NORM, DPSettings
@@ -129,22 +128,11 @@ class Dp2Vae(Mechanism):
     accounting_type = Dp2EpsilonParams
     per_example_gradients = True
     release = ReleaseKind.DECODER_ONLY
-
-    def validate_for_data(
-        self,
-        options: MechanismOptions,
-        *,
-        record_shape: tuple[int, ...],
-        n_train: int,
-        epochs: int,
-        batch_size: int,
-    ) -> None:
-        """Refuse points: the two-stage loop splits the conv and LSTM VAEs only."""
-        if record_modality(record_shape) is Modality.POINTS:
-            raise ValueError(
-                "dp2vae is defined for images and series (it splits the conv and LSTM VAEs into "
-                "encoder and decoder), not for points (pinwheel): choose none, cdp or cdp-termwise"
-            )
+    modalities = frozenset({Modality.IMAGE, Modality.SERIES})
+    modality_reason = (
+        "it splits the conv and LSTM VAEs into encoder and decoder; choose none, cdp or "
+        "cdp-termwise"
+    )
 
     def settings(self, cell: CellConfig, n_train: int) -> Dp2Settings:
         opts = self.options_of(cell)

@@ -199,6 +199,11 @@ class LocalDP(Mechanism):
     default_grid = DEFAULT_GRIDS[Modality.IMAGE]
     options_type = LdpOptions
     accounting_type = LdpEpsilonParams
+    modalities = frozenset({Modality.IMAGE, Modality.SERIES})
+    modality_reason = (
+        "pixelization perturbs images and the Laplace mechanism series on a bounded range; "
+        "points have no fixed range: choose none, cdp or cdp-termwise"
+    )
 
     def validate_for_data(
         self,
@@ -211,12 +216,6 @@ class LocalDP(Mechanism):
     ) -> None:
         """The setting, and b and m against the images' size (or no image options on series)."""
         self.typed(options)
-        if record_modality(record_shape) is Modality.POINTS:
-            raise ValueError(
-                "ldp perturbs images (pixelization) and series (Laplace on a bounded range), "
-                "not points, whose coordinates have no fixed range: choose none, cdp or "
-                "cdp-termwise for pinwheel"
-            )
         if record_modality(record_shape) is Modality.SERIES:
             check_series_options(options)
         else:

@@ -16,6 +16,7 @@ from audit.config import CellConfig, MechanismName
 from audit.options import AccountingParams, MechanismOptions, NoOptions
 from audit.privacy.claim import PrivacyClaim
 from core.progress import ProgressFactory
+from core.records import Modality, record_modality
 from core.seeding import Purpose, derive_seed
 from models.dp import AuditHook
 from models.training import Pair, TrainHistory, VAETrainSettings, train_vae
@@ -123,6 +124,21 @@ class Mechanism(ABC):
     accounting_type: ClassVar[type[AccountingParams] | None] = None
     per_example_gradients: ClassVar[bool] = False
     release: ClassVar[ReleaseKind] = ReleaseKind.WHOLE_VAE
+    #: The record modalities the mechanism is defined for; the sweep refuses the others before
+    #: any cell runs (:meth:`check_modality`).
+    modalities: ClassVar[frozenset[Modality]] = frozenset(Modality)
+    #: Why the others are refused, for the error line.
+    modality_reason: ClassVar[str] = ""
+
+    def check_modality(self, record_shape: tuple[int, ...]) -> None:
+        """Refuse records of a modality the mechanism is not defined for, in one line."""
+        modality = record_modality(record_shape)
+        if modality not in self.modalities:
+            allowed = ", ".join(sorted(m.value for m in self.modalities))
+            raise ValueError(
+                f"{self.name.value} is defined for {allowed} records, not for {modality.value}"
+                f"{f' ({self.modality_reason})' if self.modality_reason else ''}"
+            )
 
     def validate_value(self, value: float | None) -> None:
         if value is None or not math.isfinite(value) or value <= 0:

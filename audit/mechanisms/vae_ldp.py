@@ -42,7 +42,7 @@ from audit.options import (
 )
 from audit.privacy.claim import GaussianConversion, PrivacyClaim
 from audit.privacy.vae_ldp_accounting import MEAN_BOUND, vae_ldp_claim
-from core.records import Modality, record_modality
+from core.records import Modality
 from core.seeding import Purpose, derive_seed, torch_generator
 from models.factory import model_family
 from models.perturbation import NoiseBound
@@ -133,22 +133,10 @@ class VaeLdp(Mechanism):
     default_grid = (0.1, 1.0, 10.0, 100.0, 1000.0)
     options_type = VaeLdpOptions
     accounting_type = VaeLdpEpsilonParams
-
-    def validate_for_data(
-        self,
-        options: MechanismOptions,
-        *,
-        record_shape: tuple[int, ...],
-        n_train: int,
-        epochs: int,
-        batch_size: int,
-    ) -> None:
-        """Refuse points: the perturbation VAE exists for images and series only."""
-        if record_modality(record_shape) is Modality.POINTS:
-            raise ValueError(
-                "vae-ldp is defined for images and series, not for points (pinwheel): choose "
-                "none, cdp or cdp-termwise"
-            )
+    modalities = frozenset({Modality.IMAGE, Modality.SERIES})
+    modality_reason = (
+        "the perturbation VAE exists for the conv and LSTM VAEs; choose none, cdp or cdp-termwise"
+    )
 
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
         source = self.options_of(cell).source

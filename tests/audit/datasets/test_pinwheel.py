@@ -74,3 +74,13 @@ def test_a_termwise_kl_prior_cell_runs_end_to_end_with_the_latent_columns(tmp_pa
     for column in ("latent_hoyer", "latent_mmd", "latent_mmd_sparse", "mi_ap", "acc"):
         assert math.isfinite(private[column]), column
     assert 0 < private["epsilon"] < math.inf
+
+
+@pytest.mark.parametrize("mech", ["ldp", "vae-ldp"])
+def test_the_audit_command_refuses_them_too(mech, capsys):
+    from benchmark import main
+
+    argv = ["audit", "--dataset", "pinwheel", "--mech", mech, "--grid", "1", "--profile", "quick"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {mech} is defined for") and "points" in err and "\n" not in err
