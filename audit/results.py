@@ -462,6 +462,33 @@ def _phi(frame: pd.DataFrame, row: Any) -> float:
     )
 
 
+#: The attack name and distance of a cell's held-out worst case over its attacks, as a row of
+#: its own (:func:`worst_case_rows`): what the report plots and the gate's thresholds limit.
+WORST_CASE_ATTACK = "worst-case"
+WORST_CASE_DISTANCE = "held-out"
+
+
+def worst_case_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell of ``frame`` with a held-out worst case (``worst_mi_ap`` finite): the
+    cell's first row with attack :data:`WORST_CASE_ATTACK`, distance and variant
+    :data:`WORST_CASE_DISTANCE`, MI AP ``worst_mi_ap``, TPR at 1 % FPR
+    ``worst_tpr_at_fpr_1pct`` and phi ``phi_worst`` (the attack picked on one half of D_atk,
+    measured on the other; ``attacks.worst_case``). Empty where no cell has one."""
+    if "worst_mi_ap" not in frame.columns:
+        return frame.iloc[0:0]
+    cells = frame[frame["worst_mi_ap"].notna()].drop_duplicates("config_hash")
+    worst = cells.assign(
+        attack=WORST_CASE_ATTACK,
+        distance=WORST_CASE_DISTANCE,
+        variant=WORST_CASE_DISTANCE,
+        mi_ap=cells["worst_mi_ap"],
+        phi=cells["phi_worst"] if "phi_worst" in cells.columns else math.nan,
+    )
+    if "worst_tpr_at_fpr_1pct" in worst.columns:
+        worst["tpr_at_fpr_1pct"] = worst["worst_tpr_at_fpr_1pct"]
+    return worst
+
+
 def _phi_worst(frame: pd.DataFrame, row: Any) -> float:
     """phi of the row's cell at its held-out worst case (``worst_mi_ap``: the attack picked on
     one half of D_atk, measured on the other) against the baseline cell's held-out worst case;

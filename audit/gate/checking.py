@@ -90,7 +90,12 @@ def check_runs(
     used: set[int] = set()
     unchecked: list[str] = []
     n_checked = 0
-    for row in frame.itertuples(index=False):
+    worst = results.worst_case_rows(frame)
+    if any(t.attack == results.WORST_CASE_ATTACK for t in thresholds) and not worst.empty:
+        rows = pd.concat([frame, worst], ignore_index=True)
+    else:
+        rows = frame  # no entry limits the worst case: no extra rows, no extra 'unchecked' lines
+    for row in rows.itertuples(index=False):
         matching = [i for i, t in enumerate(thresholds) if t.matches(row)]
         label = param_label(row.mech, row.param_name, row.param_value)
         if not matching:

@@ -1,5 +1,6 @@
 """Thresholds from measured sweeps: mean +- k sd per (dataset, profile, mech, param_value,
-attack, distance), written in the gate's format (:mod:`audit.gate`)."""
+attack, distance), each cell's held-out worst case included as the attack ``worst-case``,
+written in the gate's format (:mod:`audit.gate`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit import io
+from audit import io, results
 from audit.gate.checking import CHECK_COLUMNS, chance_accuracy, read_runs
 from audit.gate.thresholds import NONE, SCHEMA_VERSION, number, parse_thresholds
 from audit.rows import RESULT_KEY
@@ -122,6 +123,9 @@ def _calibration_rows(run_dirs: Sequence[Path]) -> pd.DataFrame:
         log.info(
             "calibration: %d duplicate row(s) of identical cells counted once", before - len(frame)
         )
+    worst = results.worst_case_rows(frame)
+    if not worst.empty:  # each cell's held-out worst case gets entries of its own
+        frame = pd.concat([frame, worst], ignore_index=True)
     bad = frame[frame[["mi_ap", "acc"]].isna().any(axis=1)]
     if not bad.empty:
         raise ValueError(

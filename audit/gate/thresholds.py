@@ -17,13 +17,14 @@ from attacks.registry import available_attacks
 from audit import io
 from audit.config import MechanismName, ProfileName
 from audit.datasets import check_dataset_name
+from audit.results import WORST_CASE_ATTACK, WORST_CASE_DISTANCE
 from audit.rows import LEGACY_ATTACK
 
 SCHEMA_VERSION = 1
 ANY = "any"
 #: What a row's ``distance`` can be: the reconstruction distances, then the other attacks'
 #: measures.
-DISTANCES = (*(d.value for d in Distance), *(m.value for m in Measure))
+DISTANCES = (*(d.value for d in Distance), *(m.value for m in Measure), WORST_CASE_DISTANCE)
 TOP_FIELDS = {"schema_version", "description", "entries", "source_commands"}
 REQUIRED_FIELDS = ("dataset", "mech", "param_value", "distance", "tolerance", "margin_source")
 LIMIT_FIELDS = ("max_mi_ap", "min_mi_ap", "min_acc")
@@ -55,7 +56,8 @@ class Threshold:
     """One entry of a thresholds file (see :mod:`audit.gate` for its meaning).
 
     ``attack``: the attack whose rows the entry limits; absent in a file means
-    ``reconstruction`` (files written before rows named their attack).
+    ``reconstruction`` (files written before rows named their attack); ``worst-case`` limits
+    each cell's held-out worst case over its attacks (``audit.results.worst_case_rows``).
     """
 
     dataset: str
@@ -84,10 +86,11 @@ class Threshold:
             raise ValueError(
                 f"profile {self.profile!r} is unknown; choose null or one of: {', '.join(profiles)}"
             )
-        if self.attack not in available_attacks():
+        attacks = (*available_attacks(), WORST_CASE_ATTACK)
+        if self.attack not in attacks:
             raise ValueError(
                 f"attack {self.attack!r} is unknown; choose one of: "
-                f"{', '.join(available_attacks())} (absent: {LEGACY_ATTACK})"
+                f"{', '.join(attacks)} (absent: {LEGACY_ATTACK})"
             )
         if self.distance not in (ANY, *DISTANCES):
             raise ValueError(
@@ -152,8 +155,9 @@ class Threshold:
             return False
         if self.profile is not None and cell.get("profile") != self.profile:
             return False
-        if self.attack not in cell.get("attacks", (LEGACY_ATTACK,)):
-            return False
+        planned = cell.get("attacks", (LEGACY_ATTACK,))
+        if self.attack != WORST_CASE_ATTACK and self.attack not in planned:
+            return False  # the worst case is every cell's, whatever attacks it ran
         value = cell.get("param_value")
         return self.param_value is None or (
             value is not None and math.isclose(float(value), self.param_value)

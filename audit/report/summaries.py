@@ -86,25 +86,14 @@ WORST_CASE = "worst case"
 
 
 def with_worst_case(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` plus one row per cell with a held-out worst case (``worst_mi_ap`` finite): the
-    measure :data:`WORST_CASE`, its MI AP ``worst_mi_ap`` and its phi ``phi_worst`` (the attack
-    picked on one half of D_atk and measured on the other, so the maximum over noisy attacks is
-    not biased upward; ``attacks.worst_case``). The report's tables and MI AP figures then show
-    it as one more line, and :func:`per_seed` reads it as the setting's attack power."""
-    if "worst_mi_ap" not in frame.columns:
+    """``frame`` plus one row per cell with a held-out worst case
+    (:func:`audit.results.worst_case_rows`), measure :data:`WORST_CASE`: the report's tables
+    and MI AP figures show it as one more line, and :func:`per_seed` reads it as the setting's
+    attack power."""
+    worst = results.worst_case_rows(frame)
+    if worst.empty:
         return frame
-    cells = frame[frame["worst_mi_ap"].notna()].drop_duplicates("config_hash")
-    if cells.empty:
-        return frame
-    worst = cells.assign(
-        distance=WORST_CASE,
-        attack=WORST_CASE,
-        mi_ap=cells["worst_mi_ap"],
-        phi=cells["phi_worst"] if "phi_worst" in cells.columns else math.nan,
-    )
-    if "tpr_at_fpr_1pct" in worst.columns and "worst_tpr_at_fpr_1pct" in worst.columns:
-        worst["tpr_at_fpr_1pct"] = worst["worst_tpr_at_fpr_1pct"]
-    return pd.concat([frame, worst], ignore_index=True)
+    return pd.concat([frame, worst.assign(distance=WORST_CASE)], ignore_index=True)
 
 
 def measure_labels(frame: pd.DataFrame) -> pd.Series:

@@ -134,3 +134,15 @@ def test_calibration_drops_an_accuracy_floor_at_or_below_the_majority_rate(tmp_p
     for e in skewed["entries"]:
         assert e["min_acc"] is None and e["chance_acc"] == 0.61
         assert "at or below chance 0.6100" in e["min_acc_dropped"]
+
+
+def test_calibration_writes_worst_case_entries_from_the_held_out_column(tmp_path):
+    frames = [runs(seeds=(s,)).assign(worst_mi_ap=0.6 + 0.01 * s) for s in range(3)]
+    doc = calibrate(
+        [write_runs(tmp_path / f"w{s}", f) for s, f in enumerate(frames)], source_commands=["c"]
+    )
+    worst = [e for e in doc["entries"] if e["attack"] == "worst-case"]
+    assert {e["mech"] for e in worst} == {"none", "cdp", "ldp"}
+    assert all(e["distance"] == "held-out" for e in worst)
+    cdp = next(e for e in worst if e["mech"] == "cdp")
+    assert cdp["max_mi_ap"] == pytest.approx(0.61 + 3 * 0.01)  # mean + 3 sd of 0.60/0.61/0.62

@@ -212,3 +212,34 @@ def test_the_gate_refuses_an_accuracy_floor_at_or_below_the_rows_majority_rate(t
     assert run_check(tmp_path / "b", runs().assign(acc_majority=0.6), doc) == 2
     err = capsys.readouterr().err.strip()
     assert "at or below chance accuracy 0.6" in err and "\n" not in err
+
+
+def test_a_worst_case_entry_limits_each_cells_held_out_worst_case(tmp_path, capsys):
+    """An entry with attack 'worst-case' reads each cell's worst_mi_ap (one row per cell), not
+    its attacks' rows: the same rows pass under a ceiling above their worst case and fail under
+    one below it, whatever each attack's own MI AP."""
+    frame = runs()  # one worst case per cell, as cells write it: here its best attack's + 0.03
+    frame["worst_mi_ap"] = frame.groupby("config_hash")["mi_ap"].transform("max") + 0.03
+    for ceiling, status in ((0.62, 0), (0.5, 1)):
+        worst = entry(
+            mech="cdp", param_value=1.0, attack="worst-case", distance="held-out",
+            max_mi_ap=ceiling, min_acc=None,
+        )  # fmt: skip
+        doc = {**THRESHOLDS, "entries": [*THRESHOLDS["entries"], worst]}
+        assert run_check(tmp_path / str(ceiling), frame, doc) == status
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    assert "MISSING" not in text  # the entry found its rows: a violation, not an absence
+    violation = next(line for line in text.splitlines() if "worst-case" in line and "0.58" in line)
+    assert "held-out" in violation  # cdp z=1's worst case (0.55 + 0.03) broke the ceiling
+
+
+def test_a_worst_case_entry_is_expected_of_every_planned_cell():
+    from audit.gate.thresholds import Threshold
+
+    t = Threshold(
+        dataset="lfw-subset", mech="cdp", param_value=1.0, distance="held-out", tolerance=0.02,
+        margin_source="test", max_mi_ap=0.6, attack="worst-case",
+    )  # fmt: skip
+    cell = {"dataset": "lfw-subset", "mech": "cdp", "param_value": 1.0, "attacks": ["domias"]}
+    assert t.expects(cell) and t.expects({k: v for k, v in cell.items() if k != "attacks"})
