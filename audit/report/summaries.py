@@ -228,9 +228,13 @@ def utility_note(frame: pd.DataFrame) -> str | None:
     base = frame[frame["mech"] == NONE]
     n_test = base["n_test"].iloc[0] if "n_test" in base and not base.empty else math.nan
     acc = base["acc"].mean() if not base.empty else math.nan
+    chance = frame["acc_base"].mean()
+    if "acc_majority" in base and base["acc_majority"].notna().any():
+        chance = max(chance, base["acc_majority"].max())  # what a constant classifier scores
     return (
         f"the non-private baseline's accuracy ({acc:.3f}) is not above chance "
-        f"({frame['acc_base'].mean():.3f}) by a one-sided exact binomial test at 1 % on "
+        f"({chance:.3f}: the larger of 1/#classes and D_test's majority-class share) by a "
+        f"one-sided exact binomial test at 1 % on "
         f"{n_test:g} test records (or the baseline or its n_test is missing), so the accuracy "
         "axis measures nothing here: φ and the sweet spots are not computed. Raise "
         "--gen-records or --epochs"

@@ -20,9 +20,10 @@ from .test_thresholds import _committed_limits_as_rows
 LFW20_THRESHOLDS = ROOT / "results" / "thresholds-lfw20.json"
 #: cdp's default grid (audit.mechanisms.cdp) and the baseline: what the main command runs.
 MAIN_COMMAND_GRID = {0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 4.0}
-#: The tolerance: 3 sd of MI AP on LFW20's D_atk (200 members, 200 non-members), sd 0.025 from
-#: bootstrapping the baseline's scores and from random scores (both 0.025).
-TOLERANCE = 0.075
+#: The tolerances: 3 sd of MI AP on LFW20's D_atk (200 members, 200 non-members; sd 0.025 from
+#: bootstrapping the baseline's scores and from random scores), and on the held-out half the
+#: worst case is measured on (100 + 100; sd 0.034 from random scores).
+TOLERANCE = {"reconstruction": 0.075, "worst-case": 0.10}
 
 
 def lfw_home() -> Path | None:
@@ -36,7 +37,10 @@ def lfw_home() -> Path | None:
 def test_the_lfw20_thresholds_cover_the_main_command_and_can_fail(tmp_path):
     thresholds = load_thresholds(LFW20_THRESHOLDS)
     assert {(t.dataset, t.profile) for t in thresholds} == {("lfw20", "quick")}
-    assert all(t.tolerance == TOLERANCE for t in thresholds)
+    assert all(t.tolerance == TOLERANCE[t.attack] for t in thresholds)
+    assert {(t.attack, t.distance) for t in thresholds} == {
+        ("reconstruction", "mse"), ("reconstruction", "ssim"), ("worst-case", "held-out")
+    }  # fmt: skip
     cdp = {t.param_value for t in thresholds if t.mech == "cdp"}
     assert cdp == MAIN_COMMAND_GRID and {t.mech for t in thresholds} == {"none", "cdp"}
     base = [t for t in thresholds if t.mech == "none"]
@@ -44,14 +48,15 @@ def test_the_lfw20_thresholds_cover_the_main_command_and_can_fail(tmp_path):
     assert all(t.min_acc is None for t in thresholds)  # within the majority rate: dropped
     inside = write_runs(tmp_path / "in", _committed_limits_as_rows(thresholds, shift=-0.005))
     assert main(["check", "--thresholds", str(LFW20_THRESHOLDS), str(inside)]) == 0
-    outside = write_runs(tmp_path / "out", _committed_limits_as_rows(thresholds, shift=0.08))
+    outside = write_runs(tmp_path / "out", _committed_limits_as_rows(thresholds, shift=0.11))
     assert main(["check", "--thresholds", str(LFW20_THRESHOLDS), str(outside)]) == 1
 
 
 @pytest.mark.slow
 def test_a_fresh_lfw20_run_meets_the_thresholds(tmp_path):
-    """The baseline and cdp z = 1 on the real LFW20, quick profile, seed 0 (about 25 minutes on
-    2 cores), gated by the committed LFW20 thresholds."""
+    """The baseline and cdp z = 1 on the real LFW20, quick profile, seed 1 (the thresholds came
+    from seed 0: this is the seed-to-seed check; about 20 minutes on 2 cores), gated by the
+    committed LFW20 thresholds."""
     home = lfw_home()
     if home is None:
         pytest.skip(
@@ -60,8 +65,8 @@ def test_a_fresh_lfw20_run_meets_the_thresholds(tmp_path):
     out = tmp_path / "lfw20"
     command = [
         sys.executable, str(ROOT / "benchmark.py"), "--dataset", "lfw20", "--data-home",
-        str(home), "--mech", "cdp", "--grid", "1", "--profile", "quick", "--out", str(out),
-        "--no-progress",
+        str(home), "--mech", "cdp", "--grid", "1", "--profile", "quick", "--seeds", "1",
+        "--out", str(out), "--no-progress", "--no-report",
     ]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=4 * 3600)
     assert proc.returncode == 0, proc.stderr[-3000:]

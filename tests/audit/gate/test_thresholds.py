@@ -70,6 +70,7 @@ def _committed_limits_as_rows(thresholds, *, shift: float) -> pd.DataFrame:
                 "param_name": "p",
                 "param_value": math.nan if t.param_value is None else t.param_value,
                 "seed": 0,
+                "attack": t.attack,
                 "distance": t.distance,
                 "profile": t.profile,
                 "mi_ap": min(max(mi, 0.0), 1.0),
