@@ -109,9 +109,12 @@ def test_the_gate_checks_series_rows(series_run, tmp_path, capsys):
     write_thresholds(thresholds, doc)
     doc = json.loads(thresholds.read_text())
     assert {e["dataset"] for e in doc["entries"]} == {"motionsense"}
-    assert {e["distance"] for e in doc["entries"]} == {"mse"}
+    # one reconstruction entry per cell and one held-out worst-case entry per cell
+    assert sorted((e["attack"], e["distance"]) for e in doc["entries"]) == sorted(
+        [("reconstruction", "mse")] * 3 + [("worst-case", "held-out")] * 3
+    )
     result = check_dir(run_dir, thresholds)
-    assert result.passed and result.n_checked == 3 and not result.unchecked
+    assert result.passed and result.n_checked == 6 and not result.unchecked
 
     doctored = tmp_path / "doctored"
     doctored.mkdir()
@@ -122,7 +125,9 @@ def test_the_gate_checks_series_rows(series_run, tmp_path, capsys):
     assert main(["check", "--thresholds", str(thresholds), str(doctored)]) == 1
     out = capsys.readouterr().out
     assert "motionsense  ldp   εᵢ=1" in out and "max_mi_ap" in out
-    floor = next(e for e in doc["entries"] if e["mech"] == "none")["min_acc"]
+    floor = next(
+        e for e in doc["entries"] if e["mech"] == "none" and e["attack"] == "reconstruction"
+    )["min_acc"]
     if floor is None:  # a tiny run's baseline near chance: its floor is dropped, not checked
         assert "FAILED: 1 violation(s)" in out
     else:
