@@ -78,7 +78,8 @@ def build_run_parser() -> argparse.ArgumentParser:
         help="attack(s) every cell runs, from the sweep's attack list ("
         + ", ".join(SWEEP_ATTACKS)
         + "); each must apply to what every selected mechanism releases "
-        "(default: every attack of the list each mechanism's release allows)",
+        "(default: the reconstruction attack where the release allows it, else every attack "
+        "of the list the release allows; name them all for the worst case over every attack)",
     )
     p.add_argument(
         "--grid",
