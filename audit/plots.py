@@ -210,28 +210,128 @@ def accuracy_vs_epsilon(points: pd.DataFrame, refs: Sequence[RefLine], *, title:
     return fig
 
 
-def mi_ap_vs_epsilon(
-    points: pd.DataFrame, refs: dict[str, Sequence[RefLine]], *, title: str
-) -> Figure:
-    """MI AP over epsilon, one panel per distance, one line per mechanism (Figure 3b/d/f).
+#: Panels per row of the MI AP figures: a run of every attack has about 15 measures.
+MAX_PANEL_COLUMNS = 4
 
-    ``points``: one row per (private setting, distance) with mech, distance, param_label,
-    epsilon(_hw), mi_ap(_hw); ``refs``: the reference lines of each distance.
+
+def _panel_grid(fig: Figure, n: int, *, sharex: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` axes in rows of at most :data:`MAX_PANEL_COLUMNS`, y shared; the (used, unused)
+    axes, the unused ones hidden."""
+    cols = min(n, MAX_PANEL_COLUMNS)
+    rows = math.ceil(n / cols)
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharey=True, sharex=sharex)).ravel()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return axes[:n], axes[n:]
+
+
+def _grid_size(n: int) -> tuple[float, float]:
+    cols = min(n, MAX_PANEL_COLUMNS)
+    return 4.2 * cols + 2, 4.0 * math.ceil(n / cols) + 0.5
+
+
+def measure_order(measures: Sequence[str], first: str | None = None) -> list[str]:
+    """Measures sorted by name, ``first`` (the worst case) leading where present."""
+    rest = sorted(m for m in measures if m != first)
+    return ([first] if first in measures else []) + rest
+
+
+def mi_ap_vs_epsilon(
+    points: pd.DataFrame,
+    refs: dict[str, Sequence[RefLine]],
+    *,
+    title: str,
+    first: str | None = None,
+) -> Figure:
+    """MI AP over epsilon, one panel per measure (attack and distance; ``first``, the worst case,
+    leads), one line per mechanism (Figure 3b/d/f); panels wrap in rows of
+    :data:`MAX_PANEL_COLUMNS`.
+
+    ``points``: one row per (private setting, measure) with mech, distance (the measure),
+    param_label, epsilon(_hw), mi_ap(_hw); ``refs``: the reference lines of each measure.
     """
-    distances = sorted(points["distance"].unique())
+    distances = measure_order(list(points["distance"].unique()), first)
     with _style():
-        fig = Figure(figsize=(4.2 * len(distances) + 2, 4.5), layout="constrained")
-        axes = np.atleast_1d(fig.subplots(1, len(distances), sharey=True))
+        fig = Figure(figsize=_grid_size(len(distances)), layout="constrained")
+        axes, _ = _panel_grid(fig, len(distances))
         for ax, distance in zip(axes, distances, strict=True):
             _epsilon_panel(
                 ax, points[points["distance"] == distance], "mi_ap", refs.get(distance, ())
             )
-            ax.set_title(f"attack distance: {distance.upper()}")
+            if ":" in distance:  # attack:distance:variant, as the rows name it
+                ax.set_title(distance, fontsize=9)
+            else:  # the reconstruction attack's distances, and the worst case
+                ax.set_title(f"attack distance: {distance.upper()}")
         low = float(np.nanmin(points["mi_ap"] - points["mi_ap_hw"].fillna(0)))
         axes[0].set_ylim(max(0.0, min(0.4, low - 0.02)), 1.02)  # MI AP lies in [0, 1]
-        axes[0].set_ylabel(MI_AP_LABEL)
+        for ax in axes[::MAX_PANEL_COLUMNS]:
+            ax.set_ylabel(MI_AP_LABEL)
         fig.suptitle(title)
         _legend_outside(fig, axes[0])
+    return fig
+
+
+def mi_ap_by_attack(points: pd.DataFrame, *, title: str, worst: str) -> Figure:
+    """MI AP over epsilon, one panel per private mechanism, one line per measure (attack,
+    distance, variant), coloured by attack, the ``worst`` measure (the held-out worst case)
+    thick and black: which attack leads where, at a glance.
+
+    ``points``: as :func:`mi_ap_vs_epsilon`'s.
+    """
+    mechs = list(points["mech"].unique())
+    measures = measure_order(list(points["distance"].unique()), worst)
+    families = sorted({m.split(":")[0] for m in measures if m != worst})
+    palette = dict(zip(families, sns.color_palette("colorblind", len(families)), strict=True))
+    styles = ("-", "--", ":", "-.")
+    with _style():
+        fig = Figure(figsize=_grid_size(len(mechs)), layout="constrained")
+        axes, _ = _panel_grid(fig, len(mechs))
+        for ax, mech in zip(axes, mechs, strict=True):
+            seen: dict[str, int] = {}
+            for measure in measures:
+                group = points[(points["mech"] == mech) & (points["distance"] == measure)]
+                if group.empty:
+                    continue
+                group = group.sort_values("epsilon")
+                if measure == worst:
+                    style = {"color": "black", "linewidth": 3, "linestyle": "-", "zorder": 3}
+                else:
+                    family = measure.split(":")[0]
+                    k = seen[family] = seen.get(family, -1) + 1
+                    style = {
+                        "color": palette[family],
+                        "linewidth": 1.3,
+                        "linestyle": styles[k % len(styles)],
+                    }
+                ax.plot(
+                    group["epsilon"],
+                    group["mi_ap"],
+                    marker="o",
+                    markersize=3,
+                    label=measure,
+                    **style,
+                )
+            ax.set_xscale("log")
+            _pad_log_x(ax, points.loc[points["mech"] == mech, "epsilon"])
+            ax.axhline(0.5, color="grey", linestyle=":", linewidth=1)
+            ax.set_title(mech)
+            ax.set_xlabel(EPSILON_LABEL)
+        axes[0].set_ylim(0.35, 1.02)
+        for ax in axes[::MAX_PANEL_COLUMNS]:
+            ax.set_ylabel(MI_AP_LABEL)
+        handles: dict[str, Line2D] = {}
+        for ax in axes:
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                handles.setdefault(label, handle)
+        order = [m for m in measures if m in handles]
+        fig.legend(
+            [handles[m] for m in order],
+            order,
+            loc="outside right center",
+            frameon=False,
+            fontsize=7,
+        )
+        fig.suptitle(title)
     return fig
 
 

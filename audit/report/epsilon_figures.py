@@ -7,11 +7,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from audit.plots import RefLine, accuracy_vs_epsilon, mi_ap_vs_epsilon, phi_bars
+from audit.plots import (
+    RefLine,
+    accuracy_vs_epsilon,
+    mi_ap_by_attack,
+    mi_ap_vs_epsilon,
+    phi_bars,
+)
 from audit.report.skips import skip
-from audit.report.summaries import NONE
+from audit.report.summaries import NONE, WORST_CASE
 
 ATTACK_CHANCE = 0.5
+#: The per-mechanism attack figure is drawn when a run has more measures than the reconstruction
+#: attack's two (MSE, SSIM) and the worst case: when attacks beyond reconstruction ran.
+MIN_MEASURES_BY_ATTACK = 3
 
 
 def _acc_refs(settings: pd.DataFrame) -> list[RefLine]:
@@ -89,9 +98,22 @@ def summary_figures(
                 mi_points,
                 _mi_refs(distances),
                 title=f"{name}: MI AP vs ε (each attack; worst case held out)",
+                first=WORST_CASE,
             ),
         )
     )
+    if mi_points["distance"].nunique() > MIN_MEASURES_BY_ATTACK:
+        figures.append(
+            (
+                "mi_ap_by_attack",
+                mi_ap_by_attack(
+                    mi_points,
+                    title=f"{name}: MI AP vs ε per mechanism, one line per attack "
+                    "(black: the held-out worst case)",
+                    worst=WORST_CASE,
+                ),
+            )
+        )
     phi_points = distances[(distances["mech"] != NONE) & distances["phi"].notna()]
     if no_utility is not None:
         skip(skipped, f"{name}: phi figure skipped: {no_utility}")
