@@ -57,11 +57,20 @@ def test_schema_validation_names_the_bad_field(tmp_path, capsys, doc, message):
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
 
 
+def _limit(t, shift: float) -> float:
+    mi = t.max_mi_ap + shift if t.max_mi_ap is not None else t.min_mi_ap - shift
+    return min(max(mi, 0.0), 1.0)
+
+
 def _committed_limits_as_rows(thresholds, *, shift: float) -> pd.DataFrame:
-    """One row per committed entry, its MI AP ``shift`` inside (< 0) or outside (> 0) its limit."""
-    rows = []
-    for i, t in enumerate(thresholds):
-        mi = t.max_mi_ap + shift if t.max_mi_ap is not None else t.min_mi_ap - shift
+    """Rows of one cell per committed setting, each entry's MI AP ``shift`` inside (< 0) or
+    outside (> 0) its limit: a per-attack entry as its row's ``mi_ap``, a worst-case entry as
+    the cell's ``worst_mi_ap`` (from which the gate builds the cell's worst-case row)."""
+    rows, cells = [], {}
+    for t in thresholds:
+        cell = cells.setdefault((t.dataset, t.mech, t.param_value), f"h{len(cells)}")
+        if t.attack == "worst-case":
+            continue
         acc = (t.min_acc if t.min_acc is not None else 0.5) + 0.01
         rows.append(
             {
@@ -73,22 +82,30 @@ def _committed_limits_as_rows(thresholds, *, shift: float) -> pd.DataFrame:
                 "attack": t.attack,
                 "distance": t.distance,
                 "profile": t.profile,
-                "mi_ap": min(max(mi, 0.0), 1.0),
+                "mi_ap": _limit(t, shift),
                 "acc": acc,
-                "config_hash": f"h{i}",
+                "config_hash": cell,
+                "worst_mi_ap": math.nan,
             }
         )
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    for t in thresholds:
+        if t.attack == "worst-case":
+            cell = cells[(t.dataset, t.mech, t.param_value)]
+            assert (frame.config_hash == cell).any(), f"no per-attack entry for {t.describe()}"
+            frame.loc[frame.config_hash == cell, "worst_mi_ap"] = _limit(t, shift)
+    return frame
 
 
 def test_the_committed_thresholds_are_calibrated_and_can_fail(tmp_path):
     path = ROOT / "results" / "thresholds.json"
     thresholds = load_thresholds(path)
     assert all(t.profile == "quick" for t in thresholds)
-    # lfw-subset: seeds 0-2 of every cell (and seed 3 of the first cells); series: CI's cells
-    runs = {"lfw-subset": ("from 3 run(s)", "from 4 run(s)"), "basicmotions": ("from 3 run(s)",)}
+    # seeds 0-2 of every cell of CI's sweeps (lfw-subset: --mech all; series: CI's cells)
+    # (Monte-Carlo's pixel entry of dp2vae pools its three variants: 9 rows of 3 runs)
+    runs = {"lfw-subset": ("from 3 run(s)", "from 9 run(s)"), "basicmotions": ("from 3 run(s)",)}
     mechs = {
-        "lfw-subset": {"none", "cdp", "cdp-termwise", "ldp", "vae-ldp"},
+        "lfw-subset": {"none", "cdp", "cdp-termwise", "ldp", "vae-ldp", "dp2vae"},
         "basicmotions": {"none", "cdp", "ldp"},
     }
     assert {t.dataset for t in thresholds} == set(runs)
@@ -97,6 +114,11 @@ def test_the_committed_thresholds_are_calibrated_and_can_fail(tmp_path):
         assert all(any(c in t.margin_source for c in calibrated) for t in mine)
         assert {t.mech for t in mine} == mechs[dataset]
     assert {t.distance for t in thresholds if t.dataset == "basicmotions"} == {"mse"}
+    # every lfw-subset setting of CI's sweep has its held-out worst case limited too
+    lfw = [t for t in thresholds if t.dataset == "lfw-subset"]
+    settings = {(t.mech, t.param_value) for t in lfw}
+    worst = {(t.mech, t.param_value) for t in lfw if t.attack == "worst-case"}
+    assert worst == settings and len(settings) == 28
     assert all((t.min_mi_ap is not None) == (t.mech == "none") for t in thresholds)
     inside = write_runs(tmp_path / "in", _committed_limits_as_rows(thresholds, shift=-0.005))
     assert main(["check", "--thresholds", str(path), str(inside)]) == 0
@@ -118,6 +140,13 @@ def test_an_entry_without_attack_means_reconstruction():
     plain, latent = parse_thresholds(doc)
     assert (plain.attack, latent.attack) == ("reconstruction", "latent-search")
     assert "attack reconstruction distance any" in plain.describe()
-    assert all(t.attack == "reconstruction" for t in load_thresholds(THRESHOLDS_FILE))
+    committed = load_thresholds(THRESHOLDS_FILE)
+    # the decoder-only release (dp2vae) is gated on its own attacks, every other on reconstruction
+    assert {t.attack for t in committed if t.mech != "dp2vae"} == {"reconstruction", "worst-case"}
+    assert {t.attack for t in committed if t.mech == "dp2vae"} == {
+        "latent-search",
+        "monte-carlo",
+        "worst-case",
+    }
     with pytest.raises(ValueError, match=r"attack 'gan-leaks' is unknown; choose one of: domias"):
         parse_thresholds({"schema_version": 1, "entries": [entry(attack="gan-leaks")]})
