@@ -214,15 +214,15 @@ def accuracy_vs_epsilon(points: pd.DataFrame, refs: Sequence[RefLine], *, title:
 MAX_PANEL_COLUMNS = 4
 
 
-def _panel_grid(fig: Figure, n: int, *, sharex: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` axes in rows of at most :data:`MAX_PANEL_COLUMNS`, y shared; the (used, unused)
-    axes, the unused ones hidden."""
+def _panel_grid(fig: Figure, n: int) -> np.ndarray:
+    """``n`` axes in rows of at most :data:`MAX_PANEL_COLUMNS`, y shared; the grid's unused
+    axes are hidden."""
     cols = min(n, MAX_PANEL_COLUMNS)
     rows = math.ceil(n / cols)
-    axes = np.atleast_1d(fig.subplots(rows, cols, sharey=True, sharex=sharex)).ravel()
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharey=True)).ravel()
     for ax in axes[n:]:
         ax.set_visible(False)
-    return axes[:n], axes[n:]
+    return axes[:n]
 
 
 def _grid_size(n: int) -> tuple[float, float]:
@@ -253,7 +253,7 @@ def mi_ap_vs_epsilon(
     distances = measure_order(list(points["distance"].unique()), first)
     with _style():
         fig = Figure(figsize=_grid_size(len(distances)), layout="constrained")
-        axes, _ = _panel_grid(fig, len(distances))
+        axes = _panel_grid(fig, len(distances))
         for ax, distance in zip(axes, distances, strict=True):
             _epsilon_panel(
                 ax, points[points["distance"] == distance], "mi_ap", refs.get(distance, ())
@@ -285,7 +285,7 @@ def mi_ap_by_attack(points: pd.DataFrame, *, title: str, worst: str) -> Figure:
     styles = ("-", "--", ":", "-.")
     with _style():
         fig = Figure(figsize=_grid_size(len(mechs)), layout="constrained")
-        axes, _ = _panel_grid(fig, len(mechs))
+        axes = _panel_grid(fig, len(mechs))
         for ax, mech in zip(axes, mechs, strict=True):
             seen: dict[str, int] = {}
             for measure in measures:

@@ -19,30 +19,28 @@ what a record scores under VAEs that never saw it. This prints, per cell and att
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 from sklearn.metrics import average_precision_score
 
-#: (score-array stem, name) of the attacks with a calibrated variant; higher scores mean "member".
-CALIBRATED = (("likelihood_iwae-bernoulli", "likelihood"), ("latent-search_mse", "latent search"))
+from audit.results import load_cell_config, scores_key
+
+#: (attack, distance) of the attacks with a calibrated variant; higher scores mean "member".
+CALIBRATED = (("likelihood", "iwae-bernoulli"), ("latent-search", "mse"))
 
 
 def cell_lines(cell: Path) -> list[str]:
-    rows = json.loads((cell / "rows.json").read_text())
-    row = (rows if isinstance(rows, list) else rows["rows"])[0]
+    config = load_cell_config(cell)
+    value = config.param_value
+    setting = config.mech.value + ("" if value is None else f" {value:g}")
     scores = np.load(cell / "scores.npz")
     member = scores["is_member"].astype(bool)
-    try:
-        value = float(row.get("param_value"))
-    except (TypeError, ValueError):
-        value = float("nan")
-    setting = row["mech"] + ("" if np.isnan(value) else f" {value:g}")
     lines = []
-    for stem, name in CALIBRATED:
-        raw_key, cal_key = f"scores_{stem}_raw", f"scores_{stem}_calibrated"
+    for attack, distance in CALIBRATED:
+        raw_key = scores_key(attack, distance, "raw")
+        cal_key = scores_key(attack, distance, "calibrated")
         if raw_key not in scores or cal_key not in scores:
             continue
         raw, cal = scores[raw_key].astype(float), scores[cal_key].astype(float)
@@ -53,7 +51,7 @@ def cell_lines(cell: Path) -> list[str]:
 
         se = raw.std() * np.sqrt(1 / member.sum() + 1 / (~member).sum())
         lines.append(
-            f"{setting:16s} {name:15s} corr(raw, ref) {np.corrcoef(raw, ref)[0, 1]:+.3f}  "
+            f"{setting:16s} {attack:15s} corr(raw, ref) {np.corrcoef(raw, ref)[0, 1]:+.3f}  "
             f"gap raw {gap(raw):+.3g} calibrated {gap(cal):+.3g} reference {gap(ref):+.3g} "
             f"(se {se:.3g})  MI AP raw {average_precision_score(member, raw):.3f} "
             f"calibrated {average_precision_score(member, cal):.3f} "

@@ -43,7 +43,7 @@ def test_measures_are_ordered_with_the_worst_case_first():
 
 
 def test_many_measures_wrap_into_rows_and_the_worst_case_leads():
-    measures = [*ATTACKS, WORST_CASE] * 1 + [f"latent-search:mse:v{k}" for k in range(4)]
+    measures = [*ATTACKS, WORST_CASE, *(f"latent-search:mse:v{k}" for k in range(4))]
     fig = mi_ap_vs_epsilon(_points(measures), {}, title="t", first=WORST_CASE)
     shown = [ax for ax in fig.axes if ax.get_visible()]
     assert len(shown) == len(measures)
