@@ -11,7 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import ClassVar, NamedTuple
 
@@ -24,6 +25,8 @@ from attacks.metrics import precision_recall_curve as _precision_recall_curve
 from attacks.metrics import roc_curve as _roc_curve
 from attacks.threat import Capability, Release, require
 from core.records import Modality
+
+log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int], None]
 """Called after each chunk with the number of records it just finished (an increment, so that
@@ -147,6 +150,8 @@ class AttackResult:
             K importance samples for the likelihood attack), generated records (Monte-Carlo,
             DOMIAS), or prior draws (latent search).
         variant: how the scores were formed (default: the mean over samples, paper 003).
+        nonfinite: how many of the attack's raw scores were NaN or infinite before
+            :meth:`with_finite_scores` ranked them (0 for an attack on a healthy model).
     """
 
     attack: str
@@ -155,6 +160,7 @@ class AttackResult:
     is_member: np.ndarray
     n_samples: int
     variant: Variant = Variant.MEAN
+    nonfinite: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.scores, np.ndarray) or self.scores.ndim != 1:
@@ -166,6 +172,24 @@ class AttackResult:
             raise ValueError(f"variant must be a Variant, got {self.variant!r}")
         if self.n_samples < 1:
             raise ValueError(f"n_samples must be at least 1, got {self.n_samples!r}")
+
+    def with_finite_scores(self) -> AttackResult:
+        """This result with every score finite, the order of the finite ones kept.
+
+        A diverged model's outputs can be NaN or infinite for some records, and the metrics
+        refuse such scores. The attacker's rule here: +inf ranks above every finite score (the
+        attack's own order), NaN and -inf tie below every finite score (no evidence of
+        membership). Any fixed rule is a valid attack, so the metrics stay those of an attack
+        the release allows; ``nonfinite`` counts the records it touched.
+        """
+        scores = np.asarray(self.scores, dtype=np.float64)
+        finite = np.isfinite(scores)
+        if finite.all():
+            return self
+        low, high = (scores[finite].min(), scores[finite].max()) if finite.any() else (0.0, 0.0)
+        ranked = np.where(finite, scores, low - 1.0 - abs(low))  # strictly below, at any scale
+        ranked[np.isposinf(scores)] = high + 1.0 + abs(high)
+        return replace(self, scores=ranked, nonfinite=int((~finite).sum()))
 
     @property
     def key(self) -> ResultKey:
@@ -200,6 +224,7 @@ class AttackResult:
             "attack_samples": self.n_samples,
             "attack_members": int(self.is_member.sum()),
             "attack_nonmembers": int((~self.is_member).sum()),
+            "attack_nonfinite": self.nonfinite,
             **self.metrics().to_dict(),
         }
 
@@ -274,7 +299,18 @@ class Attack(ABC):
         ``needs``. Returns one result per (distance, variant), scores aligned with ``data``.
         """
         require(self, release)
-        results = self._run(release, data, progress)
+        results = [result.with_finite_scores() for result in self._run(release, data, progress)]
+        for result in results:
+            if result.nonfinite:
+                log.warning(
+                    "attack %s (%s, %s): %d of %d scores were NaN or infinite (a diverged "
+                    "model?); +inf ranks first, the others last",
+                    self.name,
+                    result.distance.value,
+                    result.variant.value,
+                    result.nonfinite,
+                    result.scores.size,
+                )
         return {result.key: result for result in results}
 
     @abstractmethod

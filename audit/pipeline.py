@@ -38,7 +38,7 @@ from audit.rows import Row
 from core.records import Modality
 from core.seeding import Purpose, derive_seed, numpy_rng
 from models.factory import model_family
-from models.generation import Generation, gen_labels, generate
+from models.generation import Generation, finite_records, gen_labels, generate
 from models.latent_metrics import latent_summary
 from models.training import (
     ClassifierSettings,
@@ -364,6 +364,14 @@ def run_cell(
     gen_x, gen_y = generate(
         model, labels, seed=cell.seed, method=family.generation, source=prepared.train
     )
+    gen_x, gen_nonfinite = finite_records(gen_x)
+    if gen_nonfinite:
+        log.warning(
+            "cell %s: %d of %d generated records had NaN or infinite values, set to 0",
+            cell.config_hash,
+            gen_nonfinite,
+            len(gen_x),
+        )
     fit, hold = holdout_split(
         len(gen_x),
         fraction=GEN_HOLDOUT,
@@ -400,6 +408,7 @@ def run_cell(
         **claim.extra,
         **GENERATION_NOTES.get(family.generation, {}),
         "reference": reference_note(data, cell, reference, references),
+        **({"gen_nonfinite_records_zeroed": gen_nonfinite} if gen_nonfinite else {}),
         **not_run_note(cell, release),
         **({"empirical_audit": audited.note} if audited.note else {}),
     }

@@ -58,6 +58,8 @@ class Row:
         clip_norm: the DP clip norm (NaN where none), wall_s: the cell's seconds.
         config_hash, code_version: the cell's identity and the code that ran it.
         attack_members, attack_nonmembers: D_atk's members and non-members.
+        attack_nonfinite: records whose score was NaN or infinite (a diverged model's output),
+            ranked as :meth:`attacks.attack.AttackResult.with_finite_scores` says; 0 in older cells.
         baseline_hash: the config hash of the cell's non-private baseline (phi's reference).
         epsilon_lower, epsilon_lower_kind, epsilon_lower_m, epsilon_lower_ceiling: the cell's
             empirical lower bound on epsilon at 95 % confidence (``--audit``;
@@ -122,6 +124,7 @@ class Row:
     code_version: str
     attack_members: int
     attack_nonmembers: int
+    attack_nonfinite: int = 0
     baseline_hash: str
     epsilon_lower: float = math.nan
     epsilon_lower_kind: str = ""

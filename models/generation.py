@@ -78,6 +78,20 @@ def generate(
     return torch.cat(out), labels.clone()
 
 
+def finite_records(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(``x`` with every NaN or infinite value set to 0, how many records had one).
+
+    A diverged model can decode NaN; publishing D_gen, its owner would not ship NaN, and 0 lies
+    in every modality's range (images [0, 1], series [-1, 1]). Deterministic post-processing of
+    the release, so no privacy claim changes.
+    """
+    bad = ~torch.isfinite(x).flatten(1).all(1)
+    n_bad = int(bad.sum())
+    if not n_bad:
+        return x, 0
+    return torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0), n_bad
+
+
 def _class_latent_sampler(
     model: torch.nn.Module, source: Pair, gen: torch.Generator, *, batch: int
 ) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -114,8 +114,18 @@ def vae_loss_terms(
 
     Reconstruction is the binary cross-entropy summed over all pixels (a Bernoulli decoder, the
     usual choice for images in [0, 1] and Keras' VAE objective); KL is
-    KL(N(mu, diag(exp(logvar))) || N(0, I)) in closed form.
+    KL(N(mu, diag(exp(logvar))) || N(0, I)) in closed form. A record whose reconstruction has a
+    NaN (a diverged model's output) gets a NaN reconstruction term instead of an error; finite
+    reconstructions take the unchanged path.
     """
-    rec = F.binary_cross_entropy(recon.clamp(1e-6, 1 - 1e-6), x, reduction="none").flatten(1).sum(1)
+    prob = recon.clamp(1e-6, 1 - 1e-6)
+    finite = torch.isfinite(prob)
+    broken = ~finite.flatten(1).all(1)
+    has_broken = bool(broken.any())
+    if has_broken:
+        prob = torch.where(finite, prob, 0.5)
+    rec = F.binary_cross_entropy(prob, x, reduction="none").flatten(1).sum(1)
+    if has_broken:
+        rec = torch.where(broken, math.nan, rec)
     kl = 0.5 * (mu.pow(2) + logvar.exp() - 1.0 - logvar).sum(1)
     return rec, kl
