@@ -8,10 +8,10 @@ Data flows through typed objects: a :class:`~attacks.threat.Release` (what the a
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-import logging
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import ClassVar, NamedTuple
