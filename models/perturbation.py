@@ -19,8 +19,23 @@ from models.lstm_vae import PAPER_HIDDEN, LstmVAE
 from models.vae import ConditionalConvVAE
 
 #: Raw log-variances are clipped to this range before the floor, so that v stays finite
-#: (v in [3e-7, 3.3e6]); the floor, not this clip, is what the privacy argument uses.
+#: (v in [3e-7, 3.3e6]); the floor, not this clip, is what the privacy argument uses. The clip
+#: passes gradients straight through (:func:`clip_passing_gradient`).
 RAW_LOGVAR_RANGE = (-30.0, 30.0)
+
+
+def clip_passing_gradient(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """``x.clamp(low, high)`` in value (bit for bit), with the identity's gradient everywhere.
+
+    A plain clamp has zero gradient outside the range, which traps a log-variance that overshot
+    it. Measured on LFW20 (standard profile, sigma = 10): below the floor a raw log-variance gets
+    no gradient at all, so nothing held it; the perturbation VAE ended its 300 epochs with a
+    loss of 5.3e12 (0.5 e^30: a latent dimension's v at the clip, 3.3e6), and every record it
+    perturbed came out the same image (per-pixel std over records 0.001). With the gradient
+    passed through, the KL term pulls such a variance back.
+    """
+    clipped = x.clamp(low, high)
+    return clipped.detach() + (x - x.detach()) if x.requires_grad else clipped
 
 
 def float_at_least(value: float, dtype: torch.dtype) -> torch.Tensor:
@@ -71,7 +86,8 @@ class NoiseBound:
         """(mu, std) of q(z | x, y), each (B, latent_dim): |mu| <= mean_bound, std >= sigma."""
         raw_mu, raw_logvar = super().encode(x, y)  # type: ignore[misc]
         mu = self.mean_bound * torch.tanh(torch.nan_to_num(raw_mu, nan=0.0))
-        v = torch.exp(0.5 * torch.nan_to_num(raw_logvar, nan=0.0).clamp(*RAW_LOGVAR_RANGE))
+        raw_logvar = clip_passing_gradient(torch.nan_to_num(raw_logvar, nan=0.0), *RAW_LOGVAR_RANGE)
+        v = torch.exp(0.5 * raw_logvar)
         std = torch.maximum(v, self.sigma_floor(v.dtype, v.device))
         return mu, std
 

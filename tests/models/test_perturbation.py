@@ -161,3 +161,28 @@ def test_train_vae_trains_the_perturbation_model():
     history = train_vae(model, (x, y), (x[:4], y[:4]), settings_)
     assert len(history.train_loss) == 2 and all(math.isfinite(v) for v in history.train_loss)
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_a_log_variance_past_the_clip_is_pulled_back_not_trapped():
+    """LFW20, sigma = 10: a raw log-variance that overshot the clip (30) sat there for the rest
+    of training under a plain clamp (zero gradient), and the perturbation model decoded every
+    record to one image. The clip keeps its value but passes the KL term's gradient."""
+    from models.perturbation import RAW_LOGVAR_RANGE
+    from models.training import vae_per_example_loss
+
+    model = small_model(0.5)
+    x, y = records(8)
+    with torch.no_grad():
+        model.fc_logvar.bias.fill_(100.0)  # far past the clip's 30
+    _, std = model.encode_std(x, y)
+    assert torch.equal(std, torch.full_like(std, math.exp(RAW_LOGVAR_RANGE[1] / 2)))  # value
+    noise = torch.randn(8, LATENT, generator=torch.Generator().manual_seed(0))
+    vae_per_example_loss(model, x, y, noise, beta=1.0).mean().backward()
+    grad = model.fc_logvar.bias.grad
+    assert grad is not None and bool((grad > 0).all())  # a descent step lowers the variance
+    opt = torch.optim.Adam([model.fc_logvar.bias], lr=1.0)  # ~1 per step: 100 steps suffice
+    for _ in range(100):
+        opt.zero_grad()
+        vae_per_example_loss(model, x, y, noise, beta=1.0).mean().backward()
+        opt.step()
+    assert float(model.fc_logvar.bias.detach().max()) < RAW_LOGVAR_RANGE[1]  # back inside the clip
