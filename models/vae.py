@@ -116,16 +116,11 @@ def vae_loss_terms(
     usual choice for images in [0, 1] and Keras' VAE objective); KL is
     KL(N(mu, diag(exp(logvar))) || N(0, I)) in closed form. A record whose reconstruction has a
     NaN (a diverged model's output) gets a NaN reconstruction term instead of an error; finite
-    reconstructions take the unchanged path.
+    reconstructions get the same values and gradients as without the masks (no host sync).
     """
-    prob = recon.clamp(1e-6, 1 - 1e-6)
-    finite = torch.isfinite(prob)
-    broken = ~finite.flatten(1).all(1)
-    has_broken = bool(broken.any())
-    if has_broken:
-        prob = torch.where(finite, prob, 0.5)
-    rec = F.binary_cross_entropy(prob, x, reduction="none").flatten(1).sum(1)
-    if has_broken:
-        rec = torch.where(broken, math.nan, rec)
+    prob = recon.clamp(1e-6, 1 - 1e-6)  # +-inf clamp to the bounds; only NaN is left to mask
+    nan = prob.isnan()
+    rec = F.binary_cross_entropy(prob.masked_fill(nan, 0.5), x, reduction="none").flatten(1).sum(1)
+    rec = rec.masked_fill(nan.flatten(1).any(1), math.nan)
     kl = 0.5 * (mu.pow(2) + logvar.exp() - 1.0 - logvar).sum(1)
     return rec, kl

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from models.perturbation import PerturbationVAE, float_at_least
-from models.training import VAETrainSettings, train_vae
+from models.perturbation import RAW_LOGVAR_RANGE, PerturbationVAE, float_at_least
+from models.training import VAETrainSettings, train_vae, vae_per_example_loss
 from models.vae import ConditionalConvVAE
 
 SHAPE = (1, 8, 8)
@@ -167,9 +167,6 @@ def test_a_log_variance_past_the_clip_is_pulled_back_not_trapped():
     """LFW20, sigma = 10: a raw log-variance that overshot the clip (30) sat there for the rest
     of training under a plain clamp (zero gradient), and the perturbation model decoded every
     record to one image. The clip keeps its value but passes the KL term's gradient."""
-    from models.perturbation import RAW_LOGVAR_RANGE
-    from models.training import vae_per_example_loss
-
     model = small_model(0.5)
     x, y = records(8)
     with torch.no_grad():
