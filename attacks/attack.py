@@ -24,7 +24,7 @@ from attacks.metrics import AttackMetrics, PrecisionRecallCurve, RocCurve
 from attacks.metrics import precision_recall_curve as _precision_recall_curve
 from attacks.metrics import roc_curve as _roc_curve
 from attacks.threat import Capability, Release, require
-from core.records import Modality
+from dpvae_core.records import Modality
 
 log = logging.getLogger(__name__)
 

@@ -57,7 +57,7 @@ from attacks.attack import (
 )
 from attacks.reconstruction import DEFAULT_MAX_DECODED, ChunkPlan, record_noise_rng
 from attacks.threat import Capability, LatentGenerativeModel, Release
-from core.records import Modality
+from dpvae_core.records import Modality
 
 logger = logging.getLogger(__name__)
 

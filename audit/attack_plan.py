@@ -23,7 +23,7 @@ from attacks.distances import distances_for
 from attacks.registry import available_attacks, get_attack
 from attacks.threat import Capability, ReleaseKind, Threat
 from audit.rows import LEGACY_ATTACK
-from core.records import Modality
+from dpvae_core.records import Modality
 
 SWEEP_ATTACKS: tuple[str, ...] = (
     "reconstruction",

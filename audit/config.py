@@ -14,7 +14,7 @@ from audit.attack_plan import LEGACY_ATTACKS, calibrates, check_requested
 from audit.datasets import check_dataset_name, resolve_window_stride
 from audit.executors import ExecutorName, RaySettings
 from audit.options import MechanismOptions
-from core.validation import check_device_name, parse_enum
+from dpvae_core.validation import check_device_name, parse_enum
 
 
 class MechanismName(str, Enum):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any, ClassVar, TypeVar
 
-from core.validation import check_delta, check_non_negative, check_positive, parse_enum
+from dpvae_core.validation import check_delta, check_non_negative, check_positive, parse_enum
 
 E = TypeVar("E", bound=Enum)
 OptionsT = TypeVar("OptionsT", bound="MechanismOptions")

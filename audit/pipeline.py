@@ -35,8 +35,8 @@ from audit.reference_models import (
 )
 from audit.results import AttackedRecords, scores_key, write_attack_set
 from audit.rows import Row
-from core.records import Modality
-from core.seeding import Purpose, derive_seed, numpy_rng
+from dpvae_core.records import Modality
+from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
 from models.factory import model_family
 from models.generation import Generation, finite_records, gen_labels, generate
 from models.latent_metrics import latent_summary

@@ -19,8 +19,8 @@ trains R such VAEs:
   code can reproduce. Every mechanism's cells share them: the adversary reproduces the recipe,
   not the mechanism's noise.
 
-Seeds derive from the cell's root seed (:attr:`core.seeding.Purpose.REFERENCE`) and the model's
-index, never from a cell's config, so every cell of a seed gets the same models.
+Seeds derive from the cell's root seed (:attr:`dpvae_core.seeding.Purpose.REFERENCE`) and the
+model's index, never from a cell's config, so every cell of a seed gets the same models.
 
 On disk, under the sweep's output directory (only the sweep's driver writes it)::
 
@@ -52,8 +52,8 @@ from torch import nn
 
 from attacks.threat import Records
 from audit import io
-from core.progress import ProgressFactory, null_progress
-from core.seeding import Purpose, derive_seed, numpy_rng
+from dpvae_core.progress import ProgressFactory, null_progress
+from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
 from models.factory import model_family
 from models.training import VAETrainSettings, train_vae
 

@@ -36,7 +36,7 @@ from audit.pipeline import (
 )
 from audit.reference_models import ReferenceModel, cached_models, save_trained
 from audit.results import CELLS_DIR, RUNS_CSV
-from core.progress import ProgressFactory, null_progress
+from dpvae_core.progress import ProgressFactory, null_progress
 
 log = logging.getLogger(__name__)
 

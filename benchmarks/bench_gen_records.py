@@ -23,8 +23,8 @@ from audit.config import CellConfig, MechanismName, ProfileName, profile_for_dat
 from audit.datasets import load_dataset, stratified_split
 from audit.mechanisms import Context, get_mechanism
 from audit.pipeline import GEN_HOLDOUT, cell_data, classifier_accuracy, classifier_settings
-from core.progress import null_progress
-from core.seeding import Purpose, derive_seed
+from dpvae_core.progress import null_progress
+from dpvae_core.seeding import Purpose, derive_seed
 from models.factory import model_family
 from models.generation import gen_labels, generate
 from models.training import holdout_split

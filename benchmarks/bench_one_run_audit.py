@@ -33,7 +33,7 @@ from audit.empirical.one_run import (
 )
 from audit.mechanisms import Context, build_options, get_mechanism
 from audit.pipeline import cell_data
-from core.progress import null_progress
+from dpvae_core.progress import null_progress
 
 
 def main() -> None:

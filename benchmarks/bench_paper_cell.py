@@ -34,7 +34,7 @@ import torch
 from attacks import AttackData, Distance, ReconstructionAttack
 from audit.config import PROFILES, ProfileName
 from audit.datasets import load_dataset, stratified_split
-from core.progress import null_progress
+from dpvae_core.progress import null_progress
 from models.dp import DPSettings, train_dp_vae
 from models.factory import model_family
 from models.training import ClassifierSettings, VAETrainSettings, train_classifier, train_vae

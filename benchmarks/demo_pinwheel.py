@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from audit.pinwheel_data import pinwheel
+from audit.datasets.pinwheel_data import pinwheel
 from models.divergences import kl_prior_aggregate
 from models.latent_metrics import hoyer_sparsity, latent_mmd
 from models.mlp_vae import MlpVAE

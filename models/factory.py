@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from torch import nn
 
-from core.records import Modality, record_modality
+from dpvae_core.records import Modality, record_modality
 from models.classifier import SmallCNN
 from models.generation import Generation
 from models.har_cnn import HarCNN

@@ -11,7 +11,7 @@ from enum import Enum
 
 import torch
 
-from core.seeding import Purpose, torch_generator
+from dpvae_core.seeding import Purpose, torch_generator
 from models.training import Pair
 
 

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from core.validation import check_positive_int
+from dpvae_core.validation import check_positive_int
 from models.divergences import CAUCHY_SCALES, Divergence, mmd, model_prior, sample_prior
 
 #: Paper 004, Section 5.1: the batch size B = 256 (the batches the MMD is evaluated on).

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core.validation import check_positive_int
+from dpvae_core.validation import check_positive_int
 from models.priors import GaussianMixturePrior, diagonal_gaussian_log_prob, monte_carlo_kl
 
 #: Mathieu et al.'s pinwheel model: one hidden layer of 100 units in encoder and decoder.

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from core.validation import check_positive
+from dpvae_core.validation import check_positive
 
 #: Paper 004, Section 5.2: the component standard deviation sigma.
 PAPER_STD = 0.03

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core.progress import ProgressFactory, null_progress
+from dpvae_core.progress import ProgressFactory, null_progress
 from models.vae import ConditionalConvVAE, vae_loss_terms
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The layers point one way: ``core`` imports none of the project's packages, ``models`` and
+"""The layers point one way: ``dpvae_core`` imports none of the project's packages, ``models`` and
 ``attacks`` never import ``audit``, and no module imports itself through a chain of others.
 
 The imports are read from the source (every ``import`` statement, at module level or inside a
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("core", "models", "attacks", "audit")
+PACKAGES = ("dpvae_core", "models", "attacks", "audit")
 #: package -> the project packages it must not import
 FORBIDDEN = {
-    "core": {"models", "attacks", "audit"},
+    "dpvae_core": {"models", "attacks", "audit"},
     "models": {"attacks", "audit"},
     "attacks": {"audit"},
 }
@@ -99,7 +99,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_models_attacks_and_core_never_import_the_layers_above():
+def test_models_attacks_and_dpvae_core_never_import_the_layers_above():
     assert layer_violations(import_graph(ROOT)) == []
 
 
@@ -145,6 +145,6 @@ def test_duplicate_names_are_found(tmp_path: Path):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
         (tmp_path / package / "termwise.py").write_text("")
-    (tmp_path / "core").mkdir()
+    (tmp_path / "dpvae_core").mkdir()
     (tmp_path / "attacks").mkdir()
     assert duplicate_module_names(tmp_path) == {"termwise": ["models.termwise", "audit.termwise"]}

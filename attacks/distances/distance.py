@@ -12,7 +12,7 @@ import torch
 from attacks.distances.squared_error import mse, mse_to_records
 from attacks.distances.ssim_window import check_images
 from attacks.distances.structural_similarity import ssim, ssim_to_records
-from core.records import Modality
+from dpvae_core.records import Modality
 
 DistanceFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -174,7 +174,7 @@ def _local_lines(audit: LocalAudit) -> list[str]:
 def _run_local(args: AuditRequest) -> tuple[list[str], float]:
     from audit.empirical.local import audit_laplace_series, audit_pixelization, audit_vae_ldp
     from audit.mechanisms.ldp import default_neighborhood
-    from core.records import Modality, record_modality
+    from dpvae_core.records import Modality, record_modality
 
     draws = DRAWS[args.profile] if args.draws is None else args.draws
     if draws < 2:
@@ -214,7 +214,7 @@ def _run_local(args: AuditRequest) -> tuple[list[str], float]:
 def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
     from audit.empirical.one_run import OneRunSettings, audit_one_run
     from audit.mechanisms import Context
-    from core.progress import null_progress
+    from dpvae_core.progress import null_progress
 
     default_m = 1000 if args.canary_kind == "gradient" else 100
     settings = OneRunSettings(

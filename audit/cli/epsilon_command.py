@@ -12,7 +12,7 @@ from audit.cli.parsing import Parser, add_verbosity
 from audit.config import MechanismName
 from audit.mechanisms import available_mechanisms, get_mechanism
 from audit.options import AccountingParams, flag, option_flags
-from core.validation import parse_enum
+from dpvae_core.validation import parse_enum
 
 
 def accounted_mechanisms() -> list[MechanismName]:

@@ -302,7 +302,7 @@ def run_main(argv: Sequence[str]) -> int:
     configure_logging(args.verbose)
     config = config_from_args(args)
     from audit.sweep import report_command, run_sweep
-    from core.progress import null_progress
+    from dpvae_core.progress import null_progress
 
     _check_device_available(config.device)
     result = run_sweep(

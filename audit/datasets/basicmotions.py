@@ -19,7 +19,7 @@ import numpy as np
 
 from audit.datasets.dataset import Dataset, DatasetSpec, DatasetUnavailable
 from audit.datasets.series import GYRO_RAD_S, ChannelScaler, G
-from core.records import Modality
+from dpvae_core.records import Modality
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from audit.datasets import basicmotions, digits, lfw, motionsense, pinwheel
 from audit.datasets.dataset import Dataset, DatasetSpec
 from audit.datasets.npz import NPZ_PREFIX, load_npz
-from core.records import Modality
+from dpvae_core.records import Modality
 
 log = logging.getLogger(__name__)
 

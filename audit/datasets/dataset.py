@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from audit.datasets.series import ChannelScaler
-from core.records import Modality
+from dpvae_core.records import Modality
 
 #: Paper 003's split: 50 % D_train, 20 % D_val, 30 % D_test.
 DEFAULT_SPLIT_FRACTIONS = (0.5, 0.2, 0.3)

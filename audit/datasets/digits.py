@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.datasets.dataset import Dataset, DatasetSpec, to_float_images
-from core.records import Modality
+from dpvae_core.records import Modality
 
 NAME = "digits"
 

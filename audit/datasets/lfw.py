@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.datasets.dataset import Dataset, DatasetSpec, DatasetUnavailable, to_float_images
-from core.records import Modality
+from dpvae_core.records import Modality
 
 
 def load_lfw_subset(data_home: Path | None = None) -> Dataset:

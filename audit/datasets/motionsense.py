@@ -44,7 +44,7 @@ import pandas as pd
 from audit import io
 from audit.datasets.dataset import Dataset, DatasetSpec, DatasetUnavailable
 from audit.datasets.series import GYRO_RAD_S, ChannelScaler, windows
-from core.records import Modality
+from dpvae_core.records import Modality
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,10 @@
 Paper 004 trains on "the pinwheel dataset from [19] (Johnson et al.), with n = 400 observations,
 clustered in 4 spirals", following Mathieu et al. (2019). So that D_train holds the paper's 400
 points and the attacks have as many non-members, the dataset is 800 points of one generator
-draw (:func:`audit.pinwheel_data.pinwheel` with seed 0, Mathieu et al.'s distribution: radial
-std 0.3, tangential std 0.1, rate 0.25, unit scale), split 50/20/30 as every dataset, with
-D_train capped at 100 per spiral (400) by every profile but paper (which keeps all 400 anyway).
+draw (:func:`audit.datasets.pinwheel_data.pinwheel` with seed 0, Mathieu et al.'s
+distribution: radial std 0.3, tangential std 0.1, rate 0.25, unit scale), split 50/20/30 as
+every dataset, with D_train capped at 100 per spiral (400) by every profile but paper (which
+keeps all 400 anyway).
 
 Every profile's model settings are replaced by paper 004's (:data:`PINWHEEL_OVERRIDES`): a 2-D
 latent space (the mixture prior's), B = 20 and learning rate 0.01. The model is the MLP VAE
@@ -19,8 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from audit.datasets.dataset import Dataset, DatasetSpec
-from audit.pinwheel_data import PAPER_N, PAPER_SPIRALS, pinwheel
-from core.records import Modality
+from audit.datasets.pinwheel_data import PAPER_N, PAPER_SPIRALS, pinwheel
+from dpvae_core.records import Modality
 
 NAME = "pinwheel"
 #: Points generated: twice paper 004's n, so that D_train (half) has the paper's 400.
@@ -28,7 +29,7 @@ POINTS = 2 * PAPER_N
 #: Seed of the one generator draw every run uses (the data are fixed; cells' seeds split them).
 DATA_SEED = 0
 #: Mathieu et al.'s released run (Adams' ``pinwheel(0.1, 0.3, 4, 100, 0.25)``): unit scale,
-#: tangential std 0.1 (see :mod:`audit.pinwheel_data`).
+#: tangential std 0.1 (see :mod:`audit.datasets.pinwheel_data`).
 TANGENTIAL_STD, SCALE = 0.1, 1.0
 #: Paper 004, Section 5.2 (all profiles): latent dimension 2, B = 20, learning rate 0.01.
 PAPER_SETTINGS = (("latent_dim", 2), ("batch_size", 20), ("lr", 0.01))

@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 from audit.datasets.dataset import DatasetUnavailable
-from core.seeding import Purpose, derive_seed
+from dpvae_core.seeding import Purpose, derive_seed
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ from audit.empirical.local import (
 )
 from audit.mechanisms import CellData, Context
 from audit.privacy.claim import PrivacyClaim
-from core.records import Modality, record_modality
-from core.seeding import derive_seed
+from dpvae_core.records import Modality, record_modality
+from dpvae_core.seeding import derive_seed
 
 #: Gradient canaries m of the one-run audit, by profile (quick: small, one extra short run).
 CANARIES = {"quick": 100, "standard": 1000, "paper": 1000}

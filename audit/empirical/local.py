@@ -38,8 +38,8 @@ from audit.mechanisms.laplace_noise import laplace_perturb_series
 from audit.mechanisms.pixelization_noise import pixelize
 from audit.privacy.claim import GaussianConversion
 from audit.privacy.vae_ldp_accounting import MEAN_BOUND, vae_ldp_claim
-from core.seeding import torch_generator
-from core.validation import check_positive, check_positive_int
+from dpvae_core.seeding import torch_generator
+from dpvae_core.validation import check_positive, check_positive_int
 from models.perturbation import NoiseBound
 
 #: M, the draws per input, by profile (the design's quick / standard / paper).

@@ -56,8 +56,8 @@ from audit.empirical.bounds import CONFIDENCE, OneRunBound, one_run_epsilon_boun
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.mechanisms.mechanism import Mechanism
 from audit.privacy.claim import PrivacyClaim
-from core.records import record_modality
-from core.seeding import Purpose, derive_seed, numpy_rng, torch_generator
+from dpvae_core.records import record_modality
+from dpvae_core.seeding import Purpose, derive_seed, numpy_rng, torch_generator
 from models.dp import clip_and_sum
 from models.factory import model_family
 

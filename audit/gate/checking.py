@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from audit import results
+from audit import derived, results
 from audit.gate.thresholds import LIMITED_COLUMNS, NONE, Threshold, check_acc_floor, load_thresholds
 from audit.rows import COLUMNS, GRID_POINT
 
@@ -90,8 +90,8 @@ def check_runs(
     used: set[int] = set()
     unchecked: list[str] = []
     n_checked = 0
-    worst = results.worst_case_rows(frame)
-    if any(t.attack == results.WORST_CASE_ATTACK for t in thresholds) and not worst.empty:
+    worst = derived.worst_case_rows(frame)
+    if any(t.attack == derived.WORST_CASE_ATTACK for t in thresholds) and not worst.empty:
         rows = pd.concat([frame, worst], ignore_index=True)
     else:
         rows = frame  # no entry limits the worst case: no extra rows, no extra 'unchecked' lines

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit import io, results
+from audit import derived, io
 from audit.gate.checking import CHECK_COLUMNS, chance_accuracy, read_runs
 from audit.gate.thresholds import NONE, SCHEMA_VERSION, number, parse_thresholds
 from audit.rows import RESULT_KEY
@@ -123,7 +123,7 @@ def _calibration_rows(run_dirs: Sequence[Path]) -> pd.DataFrame:
         log.info(
             "calibration: %d duplicate row(s) of identical cells counted once", before - len(frame)
         )
-    worst = results.worst_case_rows(frame)
+    worst = derived.worst_case_rows(frame)
     if not worst.empty:  # each cell's held-out worst case gets entries of its own
         frame = pd.concat([frame, worst], ignore_index=True)
     bad = frame[frame[["mi_ap", "acc"]].isna().any(axis=1)]

@@ -17,7 +17,7 @@ from attacks.registry import available_attacks
 from audit import io
 from audit.config import MechanismName, ProfileName
 from audit.datasets import check_dataset_name
-from audit.results import WORST_CASE_ATTACK, WORST_CASE_DISTANCE
+from audit.derived import WORST_CASE_ATTACK, WORST_CASE_DISTANCE
 from audit.rows import LEGACY_ATTACK
 
 SCHEMA_VERSION = 1
@@ -57,7 +57,7 @@ class Threshold:
 
     ``attack``: the attack whose rows the entry limits; absent in a file means
     ``reconstruction`` (files written before rows named their attack); ``worst-case`` limits
-    each cell's held-out worst case over its attacks (``audit.results.worst_case_rows``).
+    each cell's held-out worst case over its attacks (``audit.derived.worst_case_rows``).
     """
 
     dataset: str

@@ -15,7 +15,7 @@ from audit.mechanisms.mechanism import CellData, Context, Mechanism, Prepared, T
 from audit.mechanisms.none import NoPrivacy
 from audit.mechanisms.vae_ldp import VaeLdp
 from audit.options import MechanismOptions, flag
-from core.validation import parse_enum
+from dpvae_core.validation import parse_enum
 
 _REGISTRY: dict[MechanismName, Mechanism] = {}
 

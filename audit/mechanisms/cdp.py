@@ -38,9 +38,9 @@ from audit.options import (
 )
 from audit.privacy.claim import Conversion, PrivacyClaim
 from audit.privacy.dp_sgd_accounting import cdp_claim, noise_multiplier_for_epsilon
-from core.schedule import dp_sgd_steps
-from core.seeding import Purpose, derive_seed
-from core.validation import check_batch
+from dpvae_core.schedule import dp_sgd_steps
+from dpvae_core.seeding import Purpose, derive_seed
+from dpvae_core.validation import check_batch
 from models.divergences import Divergence
 from models.dp import (
     DEFAULT_CLIP_NORM,

@@ -32,8 +32,8 @@ from audit.privacy.termwise_accounting import (
     termwise_claim,
     termwise_noise_for_epsilon,
 )
-from core.seeding import Purpose, derive_seed
-from core.validation import check_positive_int
+from dpvae_core.seeding import Purpose, derive_seed
+from dpvae_core.validation import check_positive_int
 from models.divergences import Divergence
 from models.dp import DPSettings
 from models.dp.termwise_loop import (

@@ -35,9 +35,9 @@ from audit.options import (
 )
 from audit.privacy.claim import Conversion, PrivacyClaim
 from audit.privacy.dp2vae_accounting import dp2vae_claim, dp2vae_noise_for_epsilon
-from core.records import Modality
-from core.schedule import dp_sgd_steps
-from core.seeding import Purpose, derive_seed
+from dpvae_core.records import Modality
+from dpvae_core.schedule import dp_sgd_steps
+from dpvae_core.seeding import Purpose, derive_seed
 from models.dp import DEFAULT_CLIP_NORM, DPSettings
 from models.dp.dp2vae_loop import Dp2Settings, subset_assignment, train_dp2vae
 from models.training import TrainHistory

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from core.validation import check_positive
+from dpvae_core.validation import check_positive
 
 
 def sample_laplace(

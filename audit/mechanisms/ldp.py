@@ -36,8 +36,8 @@ from audit.options import (
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.laplace import laplace_claim
 from audit.privacy.pixelization import pixelization_claim, valid_cell_sizes
-from core.records import Modality, record_modality
-from core.seeding import Purpose, torch_generator
+from dpvae_core.records import Modality, record_modality
+from dpvae_core.seeding import Purpose, torch_generator
 from models.training import Pair
 
 

@@ -15,9 +15,9 @@ from attacks.threat import ReleaseKind
 from audit.config import CellConfig, MechanismName
 from audit.options import AccountingParams, MechanismOptions, NoOptions
 from audit.privacy.claim import PrivacyClaim
-from core.progress import ProgressFactory
-from core.records import Modality, record_modality
-from core.seeding import Purpose, derive_seed
+from dpvae_core.progress import ProgressFactory
+from dpvae_core.records import Modality, record_modality
+from dpvae_core.seeding import Purpose, derive_seed
 from models.dp import AuditHook
 from models.training import Pair, TrainHistory, VAETrainSettings, train_vae
 from models.vae import ConditionalConvVAE

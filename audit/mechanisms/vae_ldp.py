@@ -42,8 +42,8 @@ from audit.options import (
 )
 from audit.privacy.claim import GaussianConversion, PrivacyClaim
 from audit.privacy.vae_ldp_accounting import MEAN_BOUND, vae_ldp_claim
-from core.records import Modality
-from core.seeding import Purpose, derive_seed, torch_generator
+from dpvae_core.records import Modality
+from dpvae_core.seeding import Purpose, derive_seed, torch_generator
 from models.factory import model_family
 from models.perturbation import NoiseBound
 from models.training import Pair, TrainHistory, train_vae

@@ -27,7 +27,7 @@ from audit.privacy.events import (
 )
 from audit.privacy.gaussian import gaussian_epsilon_analytic, gaussian_epsilon_classic
 from audit.privacy.rdp import RDP_ORDERS, rdp_to_epsilon, sampled_gaussian_rdp
-from core.validation import check_delta, parse_enum
+from dpvae_core.validation import check_delta, parse_enum
 
 
 def _refuse(event: Event, what: str, allowed: str) -> ValueError:

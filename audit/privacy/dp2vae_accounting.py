@@ -73,7 +73,7 @@ import numpy as np
 from audit.privacy.claim import Conversion, PrivacyClaim
 from audit.privacy.noise_calibration import calibrate_noise_multiplier
 from audit.privacy.rdp import RDP_ORDERS, rdp_to_epsilon, sampled_gaussian_rdp
-from core.validation import check_delta, check_non_negative, check_positive_int, parse_enum
+from dpvae_core.validation import check_delta, check_non_negative, check_positive_int, parse_enum
 
 ACCOUNTANT = "rdp"
 PAPER_NOTE = (

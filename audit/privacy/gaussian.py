@@ -12,7 +12,7 @@ import math
 
 from scipy import optimize, special
 
-from core.validation import check_delta, check_positive
+from dpvae_core.validation import check_delta, check_positive
 
 
 def gaussian_epsilon_classic(*, sigma: float, sensitivity: float, delta: float) -> float:

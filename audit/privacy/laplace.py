@@ -8,7 +8,7 @@ from __future__ import annotations
 from audit.privacy import accountant
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.events import ComposedEvent, LaplaceEvent, repeated
-from core.validation import check_positive, check_positive_int
+from dpvae_core.validation import check_positive, check_positive_int
 
 
 def max_windows_per_measurement(*, window_length: int, stride: int | None) -> int:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from scipy import optimize
 
-from core.validation import check_positive
+from dpvae_core.validation import check_positive
 
 #: Search range for noise multipliers; Opacus's ``get_noise_multiplier`` stops at 1e6 too.
 MIN_NOISE_MULTIPLIER = 1e-4

@@ -11,7 +11,7 @@ import math
 from audit.privacy import accountant
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.events import LaplaceEvent
-from core.validation import check_positive, check_positive_int
+from dpvae_core.validation import check_positive, check_positive_int
 
 
 def valid_cell_sizes(height: int, width: int) -> tuple[int, ...]:

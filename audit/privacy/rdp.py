@@ -14,7 +14,7 @@ import numpy as np
 from opacus.accountants.analysis import rdp as opacus_rdp
 
 from audit.privacy.claim import Conversion
-from core.validation import (
+from dpvae_core.validation import (
     check_delta,
     check_non_negative,
     check_positive_int,

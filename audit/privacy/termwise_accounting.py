@@ -40,8 +40,8 @@ from audit.privacy.claim import Conversion, PrivacyClaim
 from audit.privacy.dp_sgd_accounting import ACCOUNTANT, dp_sgd_epsilon
 from audit.privacy.events import ComposedEvent, GaussianEvent, PoissonSampledEvent
 from audit.privacy.noise_calibration import calibrate_noise_multiplier
-from core.schedule import dp_sgd_steps
-from core.validation import (
+from dpvae_core.schedule import dp_sgd_steps
+from dpvae_core.validation import (
     check_batch,
     check_delta,
     check_non_negative,

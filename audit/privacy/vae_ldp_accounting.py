@@ -14,7 +14,7 @@ import math
 from audit.privacy import accountant
 from audit.privacy.claim import GaussianConversion, PrivacyClaim
 from audit.privacy.events import GaussianEvent
-from core.validation import check_positive, check_positive_int, parse_enum
+from dpvae_core.validation import check_positive, check_positive_int, parse_enum
 
 #: The encoder mean is bounded by ``MEAN_BOUND * tanh`` (paper 003, Section 2.3).
 MEAN_BOUND = 3.0

@@ -11,7 +11,7 @@ figure whose inputs are missing or do not fit is skipped with a logged warning a
 ``report.md``. The report never re-runs any part of a cell.
 
 Every number is the mean over seeds with the half-width of its 95 % Student-t interval
-(:mod:`audit.stats`); one seed shows the value alone.
+(:mod:`audit.report.stats`); one seed shows the value alone.
 
 Modules: :mod:`~audit.report.summaries` (rows, sections, per-setting summaries, sweet spots),
 :mod:`~audit.report.epsilon_figures` (accuracy, MI AP and phi against epsilon),

@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from audit.gate.checking import param_label
-from audit.plots import mech_color
+from audit.report.plots import mech_color
 
 CELL = ["mech", "param_name", "param_value", "seed"]
 AUDIT = [

@@ -12,10 +12,10 @@ from matplotlib.figure import Figure
 
 from attacks import precision_recall_curve, roc_curve
 from audit import results
-from audit.plots import CurveBand, SettingCurves, attack_curves
+from audit.report.plots import CurveBand, SettingCurves, attack_curves
 from audit.report.skips import skip
+from audit.report.stats import column_intervals
 from audit.report.summaries import NONE, SETTING, ordered
-from audit.stats import column_intervals
 
 CURVE_GRID = np.linspace(0.0, 1.0, 201)
 #: The attack whose per-record scores the curves draw (``results.load_scores``).

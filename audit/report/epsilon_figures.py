@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from audit.plots import (
+from audit.report.plots import (
     RefLine,
     accuracy_vs_epsilon,
     mi_ap_by_attack,

@@ -3,8 +3,8 @@ models and attacked records ``cells/<hash>/{config.json, model.pt, attack_set.np
 read through :mod:`audit.results`; the records themselves come from the dataset
 (:mod:`audit.datasets`). Nothing of a cell is recomputed.
 
-Images are drawn as image grids (:func:`audit.plots.image_grid`), sensor series as line plots
-(:func:`audit.plots.series_grid`: one panel per record, one line per channel). Rows are the
+Images are drawn as image grids (:func:`audit.report.plots.image_grid`), sensor series as line plots
+(:func:`audit.report.plots.series_grid`: one panel per record, one line per channel). Rows are the
 noise levels of one mechanism under the non-private baseline; columns are attacked members and
 non-members (unperturbed D_atk records of the cell, as ``attack_set.npz`` names them, classes in
 turn) or generated samples per class. Generation follows the model family
@@ -32,12 +32,12 @@ from torch import nn
 from audit import results
 from audit.config import CellConfig, MechanismName
 from audit.datasets import Dataset, dataset_modality, load_dataset
-from audit.plots import image_grid, series_grid
+from audit.report.plots import image_grid, series_grid
 from audit.report.skips import skip
+from audit.report.stats import format_epsilon
 from audit.results import AttackedRecords, load_cell_config
-from audit.stats import format_epsilon
-from core.records import Modality
-from core.seeding import Purpose, torch_generator
+from dpvae_core.records import Modality
+from dpvae_core.seeding import Purpose, torch_generator
 from models.factory import model_family
 from models.generation import Generation, generate
 from models.lstm_vae import without_dp_lstm_aliases

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from audit.report.stats import MeanInterval, format_epsilon
 from audit.report.summaries import NONE, SETTING
-from audit.stats import MeanInterval, format_epsilon
 
 
 def interval(row: pd.Series | dict, metric: str) -> MeanInterval:

@@ -2,7 +2,7 @@
 profile and run configuration, per-setting summaries over seeds, sweet spots, the utility check.
 
 A *setting* is a cell's config but its seed (:data:`SETTING`); every number is the mean over its
-seeds with the half-width of the 95 % Student-t interval (:mod:`audit.stats`).
+seeds with the half-width of the 95 % Student-t interval (:mod:`audit.report.stats`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from audit import results
+from audit import derived, results
 from audit.config import MechanismName
 from audit.gate import param_label
+from audit.report.stats import summarise
 from audit.rows import LEGACY_ATTACK, LEGACY_VARIANT
-from audit.stats import summarise
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,10 @@ WORST_CASE = "worst case"
 
 def with_worst_case(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` plus one row per cell with a held-out worst case
-    (:func:`audit.results.worst_case_rows`), measure :data:`WORST_CASE`: the report's tables
+    (:func:`audit.derived.worst_case_rows`), measure :data:`WORST_CASE`: the report's tables
     and MI AP figures show it as one more line, and :func:`per_seed` reads it as the setting's
     attack power."""
-    worst = results.worst_case_rows(frame)
+    worst = derived.worst_case_rows(frame)
     if worst.empty:
         return frame
     return pd.concat([frame, worst.assign(distance=WORST_CASE)], ignore_index=True)

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from audit import io
-from audit.plots import save_figure
 from audit.report.claim_vs_bound import (
     audited_cells,
     claim_vs_bound_figure,
@@ -20,6 +19,7 @@ from audit.report.curves import curve_figures
 from audit.report.epsilon_figures import summary_figures
 from audit.report.grids import grid_figures
 from audit.report.markdown import main_table, render_markdown, sweet_spot_table
+from audit.report.plots import save_figure
 from audit.report.summaries import (
     MI_AP_LIMITS,
     distance_summary,

@@ -43,10 +43,10 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from core.progress import ProgressFactory, null_progress
-from core.schedule import dp_sgd_steps
-from core.seeding import Purpose, derive_seed, torch_generator
-from core.validation import check_positive_int
+from dpvae_core.progress import ProgressFactory, null_progress
+from dpvae_core.schedule import dp_sgd_steps
+from dpvae_core.seeding import Purpose, derive_seed, torch_generator
+from dpvae_core.validation import check_positive_int
 from models.dp import (
     AuditHook,
     DPSettings,

@@ -17,9 +17,9 @@ from typing import Protocol
 import torch
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
-from core.progress import ProgressFactory, null_progress
-from core.schedule import dp_sgd_steps
-from core.validation import check_non_negative, check_positive, check_positive_int
+from dpvae_core.progress import ProgressFactory, null_progress
+from dpvae_core.schedule import dp_sgd_steps
+from dpvae_core.validation import check_non_negative, check_positive, check_positive_int
 from models.dp.book_keeping import ClippedSum
 from models.dp.engine import (
     DEFAULT_GRAD_SAMPLE_MODE,

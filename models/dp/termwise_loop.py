@@ -39,7 +39,7 @@ from itertools import chain
 import torch
 from torch import nn
 
-from core.progress import ProgressFactory, null_progress
+from dpvae_core.progress import ProgressFactory, null_progress
 from models.divergences import (
     Divergence,
     kl_prior_aggregate_at,

@@ -43,7 +43,7 @@ def write_cell(
     """Write one finished cell (two rows: mse and ssim) of ``config`` under ``out/cells``."""
     base = {**config, "mech": "none", "param_name": "none", "param_value": None}
     base["options"] = {k: v for k, v in config["options"].items() if k in results.RUN_OPTIONS}
-    digest = results._cell_hash(config)
+    digest = results.cell_hash(config)
     rows = [
         {
             "dataset": config["dataset"],
@@ -59,7 +59,7 @@ def write_cell(
             "acc_real": 0.9,
             "epsilon": epsilon,
             "config_hash": digest,
-            "baseline_hash": results._cell_hash(base),
+            "baseline_hash": results.cell_hash(base),
         }
         for distance in ("mse", "ssim")
     ]

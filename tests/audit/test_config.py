@@ -15,7 +15,7 @@ from audit.config import (
 )
 from audit.mechanisms import make_cell
 from audit.mechanisms.cdp import CdpOptions
-from core.seeding import Purpose, derive_seed
+from dpvae_core.seeding import Purpose, derive_seed
 
 QUICK = PROFILES[ProfileName.QUICK]
 

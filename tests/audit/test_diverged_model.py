@@ -22,7 +22,7 @@ from audit.config import CellConfig, MechanismName
 from audit.pipeline import run_cell
 from models.generation import finite_records
 from models.vae import ConditionalConvVAE, vae_loss_terms
-from tests.empirical.fixtures import CTX, TINY_PROFILE, tiny_data
+from tests.audit.empirical.fixtures import CTX, TINY_PROFILE, tiny_data
 
 ATTACKS = ("reconstruction", "monte-carlo", "latent-search", "likelihood", "domias")
 

@@ -305,7 +305,7 @@ def _utility_frame(**base) -> pd.DataFrame:
 
 
 def test_utility_is_judged_by_the_baseline_cell_whatever_attacks_it_ran():
-    from audit.results import _utility_valid
+    from audit.derived import _utility_valid
 
     frame = _utility_frame()
     dp2 = next(frame[frame.mech == "dp2vae"].itertuples(index=False))
@@ -315,7 +315,7 @@ def test_utility_is_judged_by_the_baseline_cell_whatever_attacks_it_ran():
 
 
 def test_the_majority_class_rate_is_the_chance_a_baseline_must_beat():
-    from audit.results import _utility_valid
+    from audit.derived import _utility_valid
 
     # 0.8 of 60 beats 1/2 but not a D_test whose majority class holds 80 % of it
     frame = _utility_frame(acc_majority=0.8)

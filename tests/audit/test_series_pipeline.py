@@ -13,8 +13,8 @@ from attacks.distances import distances_for
 from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, SweepConfig
 from audit.mechanisms import CellData, Context, Trained, get_mechanism, make_cell
 from audit.sweep import run_sweep
-from core.progress import null_progress
-from core.records import Modality
+from dpvae_core.progress import null_progress
+from dpvae_core.records import Modality
 from models.classifier import SmallCNN
 from models.factory import Generation, ImageModels, SeriesModels, model_family
 from models.har_cnn import HarCNN

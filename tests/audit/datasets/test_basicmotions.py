@@ -7,7 +7,7 @@ import pytest
 
 from audit.datasets import DatasetUnavailable, load_dataset
 from audit.datasets.basicmotions import packaged_files, read_ts
-from core.records import Modality
+from dpvae_core.records import Modality
 
 
 def test_ts_reader(tmp_path):

@@ -13,7 +13,7 @@ from audit.datasets import (
     dataset_names,
     load_dataset,
 )
-from core.records import Modality
+from dpvae_core.records import Modality
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import pytest
 
 from audit.datasets import Dataset, DatasetUnavailable, content_hash
 from audit.datasets.series import ChannelScaler
-from core.records import Modality
+from dpvae_core.records import Modality
 
 
 def test_series_dataset_validation():

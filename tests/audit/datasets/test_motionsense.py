@@ -16,7 +16,7 @@ from audit.datasets import DatasetUnavailable, load_dataset, stratified_split
 from audit.datasets.motionsense import COLUMNS, FOLDER, RANGES, load_motionsense
 from audit.datasets.series import windows
 from audit.pipeline import cell_data
-from core.records import Modality
+from dpvae_core.records import Modality
 
 from .fixtures import FIXTURE_SUBJECTS, FIXTURE_TRIALS, build_motionsense_fixture, fixture_rows
 

@@ -12,7 +12,7 @@ import torch
 
 from audit.config import ProfileName, profile_for_dataset
 from audit.datasets import load_dataset
-from core.records import Modality
+from dpvae_core.records import Modality
 from models.factory import PointModels, model_family
 from models.priors import GaussianMixturePrior
 

@@ -18,8 +18,8 @@ from audit.mechanisms.cdp_termwise import partition_sensitivity
 from audit.privacy.dp_sgd_accounting import cdp_claim, dp_sgd_epsilon
 from audit.privacy.termwise_accounting import termwise_epsilon
 from audit.sweep import run_sweep
-from core.progress import null_progress
-from core.schedule import dp_sgd_steps
+from dpvae_core.progress import null_progress
+from dpvae_core.schedule import dp_sgd_steps
 from models.dp import DEFAULT_CLIP_NORM, DPRun, GradSampleMode
 from models.training import TrainHistory
 

@@ -15,8 +15,8 @@ from audit.mechanisms import CellData, Context
 from audit.mechanisms import make_cell as build_cell
 from audit.mechanisms.dp2vae import Dp2EpsilonParams, Dp2Options, Dp2Vae, default_subsets
 from audit.privacy.dp2vae_accounting import dp2vae_epsilon
-from core.progress import null_progress
-from core.schedule import dp_sgd_steps
+from dpvae_core.progress import null_progress
+from dpvae_core.schedule import dp_sgd_steps
 
 MECH = Dp2Vae()
 CTX = Context(device="cpu", progress=null_progress)

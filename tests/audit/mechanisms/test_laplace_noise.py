@@ -1,4 +1,4 @@
-"""The Laplace sampler and the series mechanism (torch); their claim is in tests/privacy."""
+"""The Laplace sampler and the series mechanism (torch); their claim is in tests/audit/privacy."""
 
 import math
 

@@ -1,5 +1,5 @@
 """Fan's pixelization in torch, against a naive loop and brute force; the claim is in
-tests/privacy."""
+tests/audit/privacy."""
 
 import math
 

@@ -15,7 +15,7 @@ from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
 from audit.mechanisms import CellData, Context, Trained, get_mechanism
 from audit.mechanisms import make_cell as build_cell
 from audit.pipeline import attack_set
-from core.progress import null_progress
+from dpvae_core.progress import null_progress
 from models.training import TrainHistory
 
 CTX = Context(device="cpu", progress=null_progress)

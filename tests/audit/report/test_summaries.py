@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from audit.report.stats import column_intervals, t_interval
 from audit.report.summaries import load_runs, setting_summary, sweet_spots
-from audit.stats import column_intervals, t_interval
 
 from .synthetic import EXPECTED_SPOTS, synthetic_runs, write_runs
 

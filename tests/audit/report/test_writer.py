@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from audit.report import write_report
+from audit.report.stats import t_interval
 from audit.report.summaries import load_runs, setting_summary
-from audit.stats import t_interval
 from benchmark import main
 
 from .synthetic import EXPECTED_SPOTS, synthetic_runs, write_runs, write_scores

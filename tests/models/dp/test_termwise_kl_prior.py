@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from audit.pinwheel_data import pinwheel
+from audit.datasets.pinwheel_data import pinwheel
 from models.divergences import Divergence, kl_prior_aggregate_at, model_prior
 from models.dp import DPSettings, GradSampleMode, PerExampleGradients, clip_and_sum
 from models.dp.termwise_loop import (

@@ -12,7 +12,7 @@ from audit.privacy import (
     noise_multiplier_for_epsilon,
     rdp_epsilon,
 )
-from core.schedule import dp_sgd_steps
+from dpvae_core.schedule import dp_sgd_steps
 
 # Paper 003, Table 2 (CDP, z = 1, batch 32, 1000 epochs, delta = 1/N_train, classic conversion).
 TABLE2_Z1 = [(926, 56.41), (1375, 43.31), (7042, 15.73)]

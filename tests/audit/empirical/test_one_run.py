@@ -16,7 +16,7 @@ from audit.empirical.one_run import (
     count_correct,
     one_run_mechanisms,
 )
-from tests.empirical.fixtures import CTX, tiny_cell, tiny_data, tiny_dp_cell
+from tests.audit.empirical.fixtures import CTX, tiny_cell, tiny_data, tiny_dp_cell
 
 
 def _cell_of(mech: str):

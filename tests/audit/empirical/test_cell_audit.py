@@ -57,7 +57,7 @@ def test_dp_training_skips_the_extra_runs_where_no_bound_is_provable(mech):
 def test_dp_training_gets_both_one_run_audits(mech):
     from dataclasses import replace
 
-    from tests.empirical.fixtures import CTX, tiny_cell, tiny_data, tiny_dp_cell
+    from tests.audit.empirical.fixtures import CTX, tiny_cell, tiny_data, tiny_dp_cell
 
     cell = tiny_cell() if mech == "cdp" else tiny_dp_cell(mech, z=6.0)
     cell = replace(cell, options=OPTIONS, audit=True)

@@ -8,7 +8,7 @@ import torch
 from audit.config import CellConfig, MechanismName, Profile
 from audit.mechanisms import CellData, Context
 from audit.mechanisms.cdp import CdpOptions
-from core.progress import null_progress
+from dpvae_core.progress import null_progress
 
 #: z = 3, q = 16/64, 16 steps, delta = 1e-5: Opacus RDP (improved) gives eps = 1.63.
 TINY_PROFILE = Profile(

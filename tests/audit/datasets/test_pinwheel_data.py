@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audit.pinwheel_data import PAPER_N, PAPER_SPIRALS, pinwheel
+from audit.datasets.pinwheel_data import PAPER_N, PAPER_SPIRALS, pinwheel
 
 
 def johnson_reference(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "audit" / "privacy"
 FIRST_PARTY = ("audit", "core")
 FORBIDDEN = ("torch", "opacus", "torchvision", "models", "attacks", "audit.mechanisms")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.validation import check_non_negative, check_positive, check_positive_int
+from dpvae_core.validation import check_non_negative, check_positive, check_positive_int
 
 #: Paper 004, Section 5.2: n = 400 observations in 4 spirals.
 PAPER_N = 400

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from core.validation import check_batch
+from dpvae_core.validation import check_batch
 
 
 def dp_sgd_steps(*, n_train: int, batch_size: int, epochs: int) -> int:

@@ -1,0 +1,114 @@
+"""A sweep's results on disk: cells, the run manifest, ``runs.csv``, and the locks around them.
+
+The sweep, the report and the gate read and write a run directory only through this module::
+
+    OUT/run.json            the run manifest: the configuration all its cells share, and the
+                            cells every sweep into OUT planned (schema-versioned, atomic)
+    OUT/cells/<hash>/       one cell: config.json, ..., rows.json (written last: "finished")
+                            model.pt, scores.npz and attack_set.npz (the attacked records'
+                            rows in the dataset), which the report reads (load_*, read_*)
+    OUT/cells/<hash>/.lock  held while a sweep computes that cell
+    OUT/runs.csv            rebuilt from the cells after each cell; never read back as a source
+    OUT/reference-models/<key>/   reference VAEs shared by the cells of a dataset, seed and
+                            recipe (:mod:`audit.reference_models`, which reads and writes them)
+    OUT/.runs.csv.lock      held while runs.csv is rebuilt
+    OUT/.run.json.lock      held while run.json is read and updated
+    OUT/.sweep.lock         shared by every running sweep; exclusive while orphans are cleaned
+
+A *run configuration* is everything in a cell's config except the mechanism, its parameter, the
+seed and the mechanism's own options (:func:`run_settings`); a directory holds one. Rows are read
+from the cells (:func:`load_rows`), so a torn ``runs.csv`` costs nothing; a torn or foreign
+``rows.json`` is named in a warning and skipped (report, gate) or recomputed (sweep).
+
+The package keeps one concept per module: :mod:`~audit.results.layout` (file names),
+:mod:`~audit.results.locks`, :mod:`~audit.results.manifest` (the run configuration),
+:mod:`~audit.results.cells` (one cell's files) and :mod:`~audit.results.table` (``runs.csv``).
+Columns derived across rows (phi, utility validity, the worst case) are :mod:`audit.derived`.
+Callers import the names below from ``audit.results``.
+"""
+
+from audit.results.cells import (
+    AttackedRecords,
+    cell_config,
+    cell_configs,
+    cell_rows,
+    has_model,
+    is_finished,
+    load_cell_config,
+    load_model_state,
+    load_scores,
+    parse_scores_key,
+    read_attack_set,
+    scores_key,
+    write_attack_set,
+)
+from audit.results.layout import (
+    ATTACK_SET_FILE,
+    CELLS_DIR,
+    CONFIG_FILE,
+    MANIFEST,
+    MODEL_FILE,
+    RUNS_CSV,
+    SCORES_FILE,
+    cell_path,
+)
+from audit.results.locks import cell_lock, clean_orphans, locked, sweep_session
+from audit.results.manifest import (
+    GRID_OPTIONS,
+    RUN_OPTIONS,
+    cell_hash,
+    claim_run,
+    differences,
+    manifest_of,
+    mech_settings,
+    planned_cells,
+    read_manifest,
+    run_hash,
+    run_settings,
+    setting_hash,
+)
+from audit.results.table import collect_rows, fill_legacy_keys, load_rows, write_csv
+
+__all__ = [
+    "ATTACK_SET_FILE",
+    "CELLS_DIR",
+    "CONFIG_FILE",
+    "MANIFEST",
+    "MODEL_FILE",
+    "RUNS_CSV",
+    "SCORES_FILE",
+    "GRID_OPTIONS",
+    "RUN_OPTIONS",
+    "AttackedRecords",
+    "cell_config",
+    "cell_configs",
+    "cell_hash",
+    "cell_lock",
+    "cell_path",
+    "cell_rows",
+    "claim_run",
+    "clean_orphans",
+    "collect_rows",
+    "differences",
+    "fill_legacy_keys",
+    "has_model",
+    "is_finished",
+    "load_cell_config",
+    "load_model_state",
+    "load_rows",
+    "load_scores",
+    "locked",
+    "manifest_of",
+    "mech_settings",
+    "parse_scores_key",
+    "planned_cells",
+    "read_attack_set",
+    "read_manifest",
+    "run_hash",
+    "run_settings",
+    "scores_key",
+    "setting_hash",
+    "sweep_session",
+    "write_attack_set",
+    "write_csv",
+]

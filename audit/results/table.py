@@ -1,0 +1,128 @@
+"""``runs.csv``: every finished cell's rows collected, derived columns filled, written atomically;
+and reading a run's rows back for the report and the gate."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from audit import derived, io
+from audit.results.cells import cell_config, cell_rows
+from audit.results.layout import CELLS_DIR, RUNS_CSV, SORT_KEYS
+from audit.results.locks import locked
+from audit.results.manifest import run_hash, setting_hash
+from audit.rows import COLLECTED_COLUMNS, COLUMNS, LEGACY_ATTACK, LEGACY_VARIANT
+
+log = logging.getLogger(__name__)
+
+def fill_legacy_keys(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before rows named their attack (or variant) get ``attack`` reconstruction
+    and ``variant`` mean (:data:`~audit.rows.LEGACY_ATTACK`), so old runs resume and report."""
+    if frame.empty:
+        return frame
+    if "attack" not in frame:
+        frame["attack"] = LEGACY_ATTACK
+    frame["attack"] = frame["attack"].astype(object).where(frame["attack"].notna(), LEGACY_ATTACK)
+    if "variant" not in frame:
+        frame["variant"] = None
+    legacy = frame["variant"].isna() & (frame["attack"] == LEGACY_ATTACK)
+    frame["variant"] = frame["variant"].astype(object).where(~legacy, LEGACY_VARIANT)
+    return frame
+
+
+def collect_rows(out: Path) -> pd.DataFrame:
+    """Every finished cell's rows under ``out``, with ``run_hash`` and ``setting_hash`` from its
+    config and phi filled against its baseline; damaged cells are skipped with a warning. Rows
+    of cells written before rows named their attack read as the reconstruction attack's
+    (:func:`fill_legacy_keys`)."""
+    rows: list[dict[str, Any]] = []
+    for cell_dir in sorted((Path(out) / CELLS_DIR).glob("*/")):
+        found = cell_rows(cell_dir)
+        if found is None:
+            continue
+        config = cell_config(cell_dir)
+        if config is None or "seed" not in config:
+            log.warning("skipping cell %s: its config.json is missing or damaged", cell_dir)
+            continue
+        keys = {"run_hash": run_hash(config), "setting_hash": setting_hash(config)}
+        rows.extend({**row, **keys} for row in found)
+    frame = fill_legacy_keys(_restore_floats(pd.DataFrame(rows)))
+    if frame.empty:
+        return pd.DataFrame(columns=[*COLUMNS, *COLLECTED_COLUMNS])
+    frame = derived.add_derived_columns(frame)
+    ordered = [c for c in COLUMNS if c in frame] + [c for c in frame if c not in COLUMNS]
+    return frame[ordered].sort_values(SORT_KEYS, na_position="first").reset_index(drop=True)
+
+
+NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def _restore_floats(frame: pd.DataFrame) -> pd.DataFrame:
+    """Numbers ``io.write_json`` stored as text (``'inf'``, ``'nan'``) back as floats, in
+    columns that hold only numbers and such text."""
+    for column in frame.columns:
+        if pd.api.types.is_numeric_dtype(frame[column]):
+            continue
+        values = frame[column]
+        texts = values.isin(list(NON_FINITE))
+        numeric = values.map(lambda v: v is None or isinstance(v, int | float))
+        if texts.any() and (texts | numeric).all():
+            frame[column] = values.map(lambda v: NON_FINITE.get(v, v) if isinstance(v, str) else v)
+            frame[column] = pd.to_numeric(frame[column])
+    return frame
+
+
+def write_csv(out: Path) -> tuple[Path, pd.DataFrame]:
+    """Rebuild ``out/runs.csv`` from the cells (under its lock, atomically)."""
+    path = Path(out) / RUNS_CSV
+    with locked(Path(out) / f".{RUNS_CSV}.lock"):
+        frame = collect_rows(out)
+        io.write_text(path, frame.to_csv(index=False))
+    return path, frame
+
+
+# ---- reading a run for the report and the gate -------------------------------------------------
+
+
+def load_rows(run_dir: Path, required: Sequence[str]) -> pd.DataFrame:
+    """A run's rows: from its cells where any holds a ``rows.json``, else from ``runs.csv``
+    alone (a copied file), whose rows without a config hash (a torn last line) are skipped with
+    a warning. ValueError if there is nothing to read or a ``required`` column is missing."""
+    run_dir = Path(run_dir)
+    csv = run_dir / RUNS_CSV
+    if any((run_dir / CELLS_DIR).glob("*/rows.json")):
+        frame, source = collect_rows(run_dir), f"{run_dir / CELLS_DIR}"
+    elif csv.is_file():
+        frame, source = _read_csv(csv), str(csv)
+    else:
+        raise ValueError(
+            f"{str(run_dir)!r} holds neither cells/ nor runs.csv; run a sweep with "
+            f"--out {run_dir} first"
+        )
+    frame = fill_legacy_keys(frame)
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{source} lacks column(s) {missing}; is it a run of this benchmark?")
+    if frame.empty:
+        raise ValueError(f"{source} holds no finished rows")
+    return frame
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not a readable runs.csv ({exc})") from None
+    last = "config_hash" if "config_hash" in frame.columns else frame.columns[-1]
+    torn = frame[last].isna()
+    if torn.any():
+        log.warning(
+            "%s: skipping %d row(s) without %s (a torn or damaged line)", path, torn.sum(), last
+        )
+        frame = frame[~torn].reset_index(drop=True)
+    return frame
