@@ -35,6 +35,7 @@ from audit.reference_models import (
 )
 from audit.results import AttackedRecords, scores_key, write_attack_set
 from audit.rows import Row
+from audit.target_training import train_target
 from dpvae_core.records import Modality
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
 from models.factory import model_family
@@ -327,17 +328,9 @@ def run_cell(
     those of this cell's spec and trains the others; the outcome carries them)."""
     start = time.perf_counter()
     mech = get_mechanism(cell.mech)
-    prepared = mech.prepare(cell, data, ctx)
-    family = model_family(data.shape, data.num_classes)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(derive_seed(cell.seed, Purpose.INIT) % 2**63)
-        model = family.target_vae(
-            latent_dim=cell.profile.latent_dim,
-            per_example_gradients=mech.per_example_gradients,
-        ).to(ctx.device)
-    trained = mech.train(model, prepared, cell, ctx)
-    model = family.for_inference(model).eval()  # same function and weights, faster kernels
-    claim = mech.claim(cell, data, trained)
+    target = train_target(cell, data, ctx)
+    model, prepared, trained, claim = target.model, target.prepared, target.trained, target.claim
+    family = target.family
     history = trained.history
     diverged = training_diverged(history.train_loss)
     if diverged:

@@ -56,10 +56,10 @@ from audit.empirical.bounds import CONFIDENCE, OneRunBound, one_run_epsilon_boun
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.mechanisms.mechanism import Mechanism
 from audit.privacy.claim import PrivacyClaim
+from audit.target_training import train_target
 from dpvae_core.records import record_modality
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng, torch_generator
 from models.dp import clip_and_sum
-from models.factory import model_family
 
 #: Tag that separates every seed of the audit run from the cell's own.
 TAG = "one-run-audit"
@@ -275,23 +275,10 @@ class ExtraRun:
 
 
 def extra_run(cell: CellConfig, data: CellData, ctx: Context, hook: Switches) -> ExtraRun:
-    """Train ``cell``'s mechanism on ``data`` exactly as a cell does (``prepare``, a model built
-    and initialised as :func:`audit.pipeline.run_cell` builds it, ``train``, ``claim``), with
-    ``hook`` in the training loop."""
-    mech = get_mechanism(cell.mech)
-    prepared = mech.prepare(cell, data, ctx)
-    family = model_family(data.shape, data.num_classes)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(derive_seed(cell.seed, Purpose.INIT) % 2**63)
-        model = family.target_vae(
-            latent_dim=cell.profile.latent_dim,
-            per_example_gradients=mech.per_example_gradients,
-        ).to(ctx.device)
-    start = time.perf_counter()
-    trained = mech.train(model, prepared, cell, replace(ctx, audit_hook=hook))
-    seconds = time.perf_counter() - start
-    claim = mech.claim(cell, data, trained)
-    return ExtraRun(model=family.for_inference(model).eval(), claim=claim, seconds=seconds)
+    """Train ``cell``'s target on ``data`` by the cells' own code path
+    (:func:`audit.target_training.train_target`), with ``hook`` in the training loop."""
+    target = train_target(cell, data, replace(ctx, audit_hook=hook))
+    return ExtraRun(model=target.model, claim=target.claim, seconds=target.seconds)
 
 
 def one_run_mechanisms() -> tuple[str, ...]:
