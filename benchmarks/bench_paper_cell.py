@@ -2,7 +2,7 @@
 """What one paper-profile cell costs, from measured fractions: the parts of a cell timed on a few
 epochs or records and extrapolated to the paper profile's sizes.
 
-  python benchmarks/bench_paper_cell.py [--dataset lfw20] [--data-home ../shared/data/lfw] \
+  python benchmarks/bench_paper_cell.py [--dataset lfw20] [--data-home DIR] \
       [--train-epochs 1] [--attack-records 8] [--classifier-epochs 1]
 
 Paper 003's profile (``--profile paper``): the target VAE trains 1000 epochs on all of D_train

@@ -89,8 +89,8 @@ def _lfw_top_identities(name: str, k: int, data_home: Path | None, side: int = 6
 
 
 #: Training records per identity of LFW20/LFW50 in the quick and standard profiles. Measured on
-#: the real LFW20 (../shared/data/lfw, mech none, seed 0, 2 CPU cores under load;
-#: ``benchmark.py --dataset lfw20 --data-home ../shared/data/lfw --mech none --profile P
+#: the real LFW20 (mech none, seed 0, 2 CPU cores under load;
+#: ``benchmark.py --dataset lfw20 --data-home DIR --mech none --profile P
 #: --max-train N``), reconstruction MI AP (mse) / accuracy on D_gen / on real D_train (chance
 #: 0.05) / seconds per cell:
 #:   standard, 50 records (2.5 per person): 1.000 / 0.28 / 0.28 / 1620 s

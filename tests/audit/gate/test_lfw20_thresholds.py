@@ -1,6 +1,7 @@
-"""The LFW20 gate thresholds (``results/thresholds-lfw20.json``): calibrated from the README's
-main command on the real LFW20 images, able to fail, and met by a fresh run where the data is
-present (``../shared/data/lfw``, or ``DPVAE_LFW_HOME``; skipped with the reason otherwise)."""
+"""The LFW20 gate thresholds (``results/thresholds-lfw20.json``): calibrated from the main LFW20
+command (docs/lfw20-studies.md) on the real images, able to fail, and met by a fresh run where
+the data is present (the folder holding ``lfw_home/`` named by ``DPVAE_LFW_HOME``; skipped with
+the reason otherwise)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ TOLERANCE = {"reconstruction": 0.075, "worst-case": 0.10}
 
 def lfw_home() -> Path | None:
     """Where the real LFW images are (the folder holding ``lfw_home/``), or None."""
-    for candidate in (os.environ.get("DPVAE_LFW_HOME"), ROOT.parent / "shared" / "data" / "lfw"):
-        if candidate and (Path(candidate) / "lfw_home" / "lfw_funneled").is_dir():
-            return Path(candidate)
+    candidate = os.environ.get("DPVAE_LFW_HOME")
+    if candidate and (Path(candidate) / "lfw_home" / "lfw_funneled").is_dir():
+        return Path(candidate)
     return None
 
 
@@ -60,7 +61,7 @@ def test_a_fresh_lfw20_run_meets_the_thresholds(tmp_path):
     home = lfw_home()
     if home is None:
         pytest.skip(
-            "the real LFW20 images are not here (../shared/data/lfw/lfw_home or DPVAE_LFW_HOME)"
+            "the real LFW20 images are not here: set DPVAE_LFW_HOME to the folder holding lfw_home/"
         )
     out = tmp_path / "lfw20"
     command = [
