@@ -72,3 +72,29 @@ def gaussian_epsilon_analytic(*, sigma: float, sensitivity: float, delta: float)
     while math.exp(_log_profile(eps, ratio)) > delta:  # the same test analytic_gaussian_delta makes
         eps = eps * (1 + 1e-12) + 1e-15
     return eps
+
+
+def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """The smallest noise std for which the Gaussian mechanism is (epsilon, delta)-DP.
+
+    Balle and Wang 2018 (the inverse of :func:`analytic_gaussian_delta` in sigma): the bracket
+    and Brent's method (``xtol`` 1e-12) of dp_accounting's ``get_sigma_gaussian``, so the two
+    agree to far below the empirical audits' 1e-6 (:mod:`audit.empirical.estimators`).
+    """
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon must be a number >= 0, got {epsilon!r}")
+    delta = check_delta(delta)
+    check_positive("sensitivity", sensitivity)
+    if math.isinf(epsilon):
+        return 0.0
+    log_delta = math.log(delta)
+
+    def gap(sigma: float) -> float:
+        return _log_profile(float(epsilon), 1.0 / sigma) - log_delta
+
+    low, high = 0.1, 1.0
+    while gap(low) < 0:
+        low, high = low / 10, low
+    while gap(high) > 0:
+        low, high = high, high * 10
+    return sensitivity * float(optimize.brentq(gap, low, high, xtol=1e-12))
