@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks import AttackData, AttackResult, Records, Release, build_attack
+from attacks import AttackData, AttackResult, AttackSettings, Records, Release, build_attack
 from attacks.registry import get_attack
 from attacks.threat import missing
 from attacks.worst_case import held_out_worst_case
@@ -526,21 +526,38 @@ def run_attacks(
     """Every attack of ``cell`` that ``release`` serves (the others, :func:`unmet_attacks`, are
     skipped with a warning), each built by name from the profile's settings and seeded from the
     cell's attack seed; results in the cell's attack order, then each attack's own."""
-    settings = attack_settings(attack_samples=cell.profile.attack_samples, modality=modality)
-    seed = derive_seed(cell.seed, Purpose.ATTACK)
     unmet = unmet_attacks(cell, release)
     for name, caps in unmet.items():
         lacks = ", ".join(sorted(c.value for c in caps))
         log.warning("attack %s not run: this cell's release lacks %s", name, lacks)
+    settings = attack_settings(attack_samples=cell.profile.attack_samples, modality=modality)
+    names = [n for n in cell.attacks if n not in unmet]
+    return run_release_attacks(names, release, data, settings=settings, seed=cell.seed, ctx=ctx)
+
+
+def run_release_attacks(
+    names: Sequence[str],
+    release: Release,
+    data: AttackData,
+    *,
+    settings: AttackSettings,
+    seed: int,
+    ctx: Context,
+) -> list[AttackResult]:
+    """The attacks ``names`` (each one that ``release`` serves) on ``data``, each built by name
+    from ``settings`` and seeded from ``seed``'s attack seed; results in the order of ``names``,
+    then each attack's own. The one attack runner of the sweep's cells and of releases made
+    outside the suite (:mod:`audit.release`); ValueError where no attack ran."""
+    attack_seed = derive_seed(seed, Purpose.ATTACK)
     results: list[AttackResult] = []
-    for name in (n for n in cell.attacks if n not in unmet):
-        attack = build_attack(name, seed=seed, device=ctx.device, settings=settings)
+    for name in names:
+        attack = build_attack(name, seed=attack_seed, device=ctx.device, settings=settings)
         bar = ctx.progress(total=data.n_records, desc=f"attack: {name}")
         results.extend(attack.run_release(release, data, progress=bar.update).values())
         bar.close()
     if not results:
         raise ValueError(
-            f"no attack of {list(cell.attacks)} could run on this cell's release "
+            f"no attack of {list(names)} could run on this release "
             f"({', '.join(sorted(c.value for c in release.capabilities)) or 'nothing'})"
         )
     return results

@@ -3,6 +3,7 @@
   python benchmark.py [--dataset NAME] [--mech MECH ...] [--profile quick|standard|paper] ...
   python benchmark.py epsilon ...        privacy accounting on demand (prints a bare number last)
   python benchmark.py audit ...          empirical epsilon lower bound (prints a bare number last)
+  python benchmark.py attack ...         audit a release made outside the suite (audit.release)
   python benchmark.py report DIR         tables and plots from DIR's cells
   python benchmark.py check --thresholds FILE DIR    the CI gate on MI AP and accuracy
 
@@ -20,6 +21,10 @@ def _subcommand(name: str) -> Callable[[Sequence[str]], int]:
         from audit.cli.epsilon_command import epsilon_main
 
         return epsilon_main
+    if name == "attack":
+        from audit.cli.attack_command import attack_main
+
+        return attack_main
     if name == "audit":
         from audit.cli.audit_command import audit_main
 
@@ -35,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] in ("epsilon", "audit", "report", "check"):
+        if argv and argv[0] in ("epsilon", "audit", "attack", "report", "check"):
             return _subcommand(argv[0])(argv[1:])
         return run_main(argv)
     except ValueError as exc:  # includes DatasetUnavailable: bad input, one line, status 2

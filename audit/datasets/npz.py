@@ -53,7 +53,7 @@ def load_npz(path: Path) -> Dataset:
             f"{where} is not a readable .npz archive of arrays X and y "
             f"({type(exc).__name__}); write it with numpy.savez(path, X=..., y=...)"
         ) from None
-    x = npz_pixels(_npz_images(x, where), where)
+    x = npz_pixels(npz_images(x, where), where)
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
         raise DatasetUnavailable(
             f"{where}: y must be a 1-D integer array, got {y.dtype} of shape {y.shape}"
@@ -66,7 +66,7 @@ def load_npz(path: Path) -> Dataset:
     return Dataset(f"{NPZ_PREFIX}{path.name}", x, y.astype(np.int64), names)
 
 
-def _npz_images(x: np.ndarray, where: str) -> np.ndarray:
+def npz_images(x: np.ndarray, where: str) -> np.ndarray:
     """X as (N, C, H, W); the error lists the shapes allowed."""
     if x.ndim == 3:
         x = x[:, None]

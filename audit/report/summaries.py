@@ -225,6 +225,11 @@ def utility_note(frame: pd.DataFrame) -> str | None:
     binomial test at 1 % on the test-set size; :func:`audit.tradeoff.above_chance`)."""
     if "utility_valid" not in frame or frame["utility_valid"].astype(bool).all():
         return None  # valid, or a runs.csv from before the flag: nothing to judge by
+    if "acc" in frame and frame["acc"].isna().all():
+        return (
+            "no utility was measured (an audited release's rows carry no accuracy: that needs "
+            "a labelled test set and the classifier), so φ and the sweet spots do not apply"
+        )
     base = frame[frame["mech"] == NONE]
     n_test = base["n_test"].iloc[0] if "n_test" in base and not base.empty else math.nan
     acc = base["acc"].mean() if not base.empty else math.nan

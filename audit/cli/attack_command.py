@@ -1,0 +1,161 @@
+"""``benchmark.py attack``: audit a release made outside the suite (:mod:`audit.release`).
+
+Everything is read and checked before any attack runs: the record files, their agreement, the
+model (one batch), the output directory; bad input is one ``error:`` line and status 2.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from audit import io
+from audit.attack_plan import SWEEP_ATTACKS
+from audit.cli.logs import configure_logging
+from audit.cli.parsing import Parser, add_verbosity
+from audit.release.record_sets import AuditRecords, Role, read_records
+from dpvae_core.records import Modality
+
+
+def build_attack_parser() -> Parser:
+    p = Parser(
+        prog="benchmark.py attack",
+        description="Audit a release you made yourself: every attack it allows, the held-out "
+        "worst case and the DCR baseline, against your members and non-members. Record files "
+        "are .npz files as for --dataset npz:PATH (X, and y where labels are known).",
+    )
+    p.add_argument("--members", type=Path, required=True, help="the training records (.npz)")
+    p.add_argument(
+        "--non-members",
+        type=Path,
+        required=True,
+        help="records of the same population the model never saw (.npz)",
+    )
+    p.add_argument(
+        "--reference",
+        type=Path,
+        help="further records the model never saw, the attacker's "
+        "side knowledge (DOMIAS, PCA features); in neither --members nor --non-members",
+    )
+    p.add_argument("--samples", type=Path, help="the released synthetic records (.npz)")
+    model = p.add_mutually_exclusive_group()
+    model.add_argument(
+        "--decoder",
+        metavar="PKG.MOD:FN",
+        help="entry point returning the released decoder "
+        "(an audit.release.ExternalModel or a module with decode(z, y) and latent_dim); "
+        "path/to/file.py:FN works too",
+    )
+    model.add_argument(
+        "--vae",
+        metavar="PKG.MOD:FN",
+        help="entry point returning the released VAE (encoder and decoder)",
+    )
+    p.add_argument("--epsilon", type=float, help="the epsilon you claim for the release")
+    p.add_argument("--delta", type=float, help="the delta of that claim")
+    p.add_argument("--out", type=Path, required=True, help="output directory (rows, report)")
+    p.add_argument(
+        "--name", default=None, help="the rows' dataset column (default: the members file's stem)"
+    )
+    p.add_argument(
+        "--modality",
+        choices=[Modality.IMAGE.value, Modality.SERIES.value],
+        default=Modality.IMAGE.value,
+        help="images in [0, 1] (or 0..255 integers) or series (N, T, F) in [-1, 1]",
+    )
+    p.add_argument(
+        "--attack",
+        nargs="+",
+        metavar="NAME",
+        help="run only these attacks "
+        f"(default: every one the release allows, of {', '.join(SWEEP_ATTACKS)})",
+    )
+    p.add_argument(
+        "--attack-samples",
+        type=int,
+        default=100,
+        help="N, samples behind each score (the standard profile's)",
+    )
+    p.add_argument(
+        "--gen-records",
+        type=int,
+        help="samples the decoder draws where no "
+        "--samples are given (default: as many as the members)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="root seed of the attacks")
+    p.add_argument("--device", default="cpu", help="torch device of the model and attacks")
+    p.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="hide progress bars"
+    )
+    add_verbosity(p)
+    return p
+
+
+def attack_main(argv: Sequence[str]) -> int:
+    """Parse, check everything, audit, write rows and report; prints where they went."""
+    from audit.release.auditing import ReleaseAuditConfig, audit_release
+    from audit.release.entry_points import load_model
+    from audit.release.release_report import write_release_report
+
+    args = build_attack_parser().parse_args(argv)
+    configure_logging(args.verbose)
+    if args.samples is None and args.decoder is None and args.vae is None:
+        raise ValueError(
+            "give the release: --samples S.npz, --decoder PKG.MOD:FN or --vae PKG.MOD:FN"
+        )
+    config = ReleaseAuditConfig(
+        name=args.name or args.members.stem,
+        modality=args.modality,
+        attacks=tuple(args.attack) if args.attack else None,
+        attack_samples=args.attack_samples,
+        seed=args.seed,
+        epsilon=math.nan if args.epsilon is None else args.epsilon,
+        delta=math.nan if args.delta is None else args.delta,
+        gen_records=args.gen_records,
+        device=args.device,
+    )
+    io.check_writable_dir(args.out)
+    sets = {
+        role: read_records(path, role, modality=config.modality)
+        for role, path in (
+            (Role.MEMBERS, args.members),
+            (Role.NON_MEMBERS, args.non_members),
+            (Role.REFERENCE, args.reference),
+            (Role.SAMPLES, args.samples),
+        )
+        if path is not None
+    }
+    records = AuditRecords(
+        sets[Role.MEMBERS], sets[Role.NON_MEMBERS], sets.get(Role.REFERENCE), sets.get(Role.SAMPLES)
+    )
+    spec = args.vae or args.decoder
+    model = (
+        None if spec is None else load_model(spec, whole=args.vae is not None, device=args.device)
+    )
+    progress = _progress(args.progress)
+    audit = audit_release(
+        records,
+        model=model,
+        whole=args.vae is not None,
+        config=config,
+        out=args.out,
+        progress=progress,
+    )
+    report = write_release_report(args.out)
+    print(
+        f"{len(audit.rows)} rows in {args.out / 'runs.csv'}; report {report.markdown}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _progress(show: bool):  # noqa: ANN202 (tqdm or the null factory)
+    from dpvae_core.progress import null_progress
+
+    if not show:
+        return null_progress
+    from audit.cli.run_command import tqdm_progress
+
+    return tqdm_progress

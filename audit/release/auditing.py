@@ -1,0 +1,332 @@
+"""Audit a release made outside the suite: every attack the release allows, the held-out worst
+case and the DCR baseline, written as a sweep writes a cell (``cells/<hash>/rows.json``,
+``runs.csv``, the report), through the sweep's own attack runner and row builder
+(:func:`audit.pipeline.run_release_attacks`, :func:`audit.pipeline.attack_rows`)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from attacks import Records, Release
+from attacks.attack import check_positive_ints, check_seed
+from attacks.dcr import DcrResult, dcr_baseline
+from attacks.registry import get_attack
+from attacks.threat import applicable
+from audit import io
+from audit.attack_plan import SWEEP_ATTACKS, attack_settings, check_requested
+from audit.mechanisms import Context
+from audit.pipeline import run_release_attacks, worst_case_columns
+from audit.release.entry_points import as_released, check_model
+from audit.release.record_sets import SERIES_RANGE, AuditRecords, RecordSet, Role
+from audit.results import cell_path, scores_key, write_csv
+from audit.rows import Row
+from dpvae_core.progress import ProgressFactory, null_progress
+from dpvae_core.records import Modality
+from dpvae_core.seeding import Purpose, derive_seed, torch_generator
+from dpvae_core.validation import parse_enum
+from models.generation import gen_labels
+
+log = logging.getLogger(__name__)
+
+#: The ``mech`` column of a release audited from outside the suite.
+EXTERNAL = "external"
+#: The ``profile`` column of such rows (what the report groups by).
+RELEASE_PROFILE = "release"
+#: Where an audit writes its DCR baseline, beside the cell's rows.
+DCR_FILE = "dcr.json"
+#: Records per batch when the released decoder draws samples.
+GEN_BATCH = 512
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseAuditConfig:
+    """How to audit a release.
+
+    Attributes:
+        name: the ``dataset`` column of the rows (names the report's section).
+        modality: what the records are (images in [0, 1], series in [-1, 1]).
+        attacks: the attacks to run (registered names of the sweep's list); None: every one
+            the release allows.
+        attack_samples: N, the samples behind each score (as a profile's ``attack_samples``).
+        seed: the root seed; attacks and the worst case are seeded from it as a cell's are
+            from the cell's seed, so a cell exported with its seed gives the cell's rows.
+        epsilon, delta: the privacy the user claims for the release (NaN: none stated).
+        gen_records: samples the released decoder draws where no samples are given (None:
+            as many as there are members).
+        device: where the models and attacks run.
+    """
+
+    name: str = "release"
+    modality: Modality = Modality.IMAGE
+    attacks: tuple[str, ...] | None = None
+    attack_samples: int = 100
+    seed: int = 0
+    epsilon: float = math.nan
+    delta: float = math.nan
+    gen_records: int | None = None
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "modality", parse_enum(Modality, self.modality, "modality"))
+        if self.modality not in (Modality.IMAGE, Modality.SERIES):
+            raise ValueError(f"modality must be image or series, got {self.modality.value!r}")
+        if not self.name or "/" in self.name:
+            raise ValueError(f"name must be a non-empty name without '/', got {self.name!r}")
+        if self.attacks is not None:
+            object.__setattr__(self, "attacks", check_requested(list(self.attacks)))
+        check_seed(self.seed)
+        check_positive_ints(attack_samples=self.attack_samples)
+        if self.gen_records is not None and self.gen_records < 1:
+            raise ValueError(f"gen_records must be a positive integer, got {self.gen_records!r}")
+        _check_claim(self.epsilon, self.delta)
+
+    @property
+    def value_range(self) -> tuple[float, float]:
+        return SERIES_RANGE if self.modality is Modality.SERIES else (0.0, 1.0)
+
+
+def _check_claim(epsilon: float, delta: float) -> None:
+    if math.isnan(epsilon) != math.isnan(delta):
+        raise ValueError(
+            f"--epsilon and --delta go together, got epsilon {epsilon} and delta {delta}"
+        )
+    if not math.isnan(epsilon) and not (epsilon > 0 and math.isfinite(epsilon) and 0 <= delta < 1):
+        raise ValueError(
+            f"the claim needs a finite epsilon > 0 and 0 <= delta < 1, got epsilon {epsilon} "
+            f"and delta {delta}"
+        )
+
+
+@dataclass(frozen=True)
+class ReleaseAudit:
+    """What :func:`audit_release` produced: one row per attack result, the DCR baseline (None
+    without samples), and the files it wrote (None where no ``out`` was given)."""
+
+    rows: tuple[Row, ...]
+    dcr: DcrResult | None
+    scores: dict[str, np.ndarray] = field(repr=False)
+    cell_dir: Path | None = None
+
+
+def audit_release(
+    records: AuditRecords,
+    *,
+    model: nn.Module | None = None,
+    whole: bool = False,
+    config: ReleaseAuditConfig,
+    out: Path | None = None,
+    progress: ProgressFactory = null_progress,
+) -> ReleaseAudit:
+    """Attack the release: ``model`` (a whole VAE where ``whole``, else its decoder; None for
+    samples alone) with ``records.samples`` where given, else samples it draws from the prior.
+
+    ``records`` is checked already (:class:`AuditRecords`); the model is run on one batch of
+    members before any attack (:func:`~audit.release.entry_points.check_model`). With ``out``,
+    writes the cell's files, ``runs.csv`` and nothing else (the report is the caller's:
+    :func:`audit.release.release_report.write_release_report`).
+    """
+    start = time.perf_counter()
+    data = records.attack_data()
+    if model is not None:
+        if not records.labelled and getattr(getattr(model, "external", None), "conditional", False):
+            raise ValueError("the model takes labels, but --members and --non-members carry none")
+        where = "--vae" if whole else "--decoder"
+        check_model(model, data.x[:2], data.y[:2], value_range=config.value_range, where=where)
+    samples = records.records(Role.SAMPLES)
+    if samples is None and model is not None:
+        samples = _draw_samples(model, records, config)
+    release = Release(
+        model=model if whole else None,
+        decoder=model,
+        samples=samples,
+        reference=records.records(Role.REFERENCE),
+    )
+    requested = config.attacks or SWEEP_ATTACKS
+    names = [n for n in requested if applicable(get_attack(n), release)]
+    skipped = [n for n in requested if n not in names]
+    if config.attacks is not None and skipped:
+        lacks = ", ".join(
+            sorted(c.value for c in get_attack(skipped[0]).needs - release.capabilities)
+        )
+        raise ValueError(f"--attack {skipped[0]} needs {lacks}, which this release lacks")
+    settings = attack_settings(attack_samples=config.attack_samples, modality=config.modality)
+    ctx = Context(device=config.device, progress=progress)
+    results = run_release_attacks(
+        names, release, data, settings=settings, seed=config.seed, ctx=ctx
+    )
+    dcr = None
+    if release.samples is not None:
+        members, non_members = data.x[data.is_member], data.x[~data.is_member]
+        dcr = dcr_baseline(release.samples.x, members, non_members)
+    digest = _config_hash(records, config, release, model)
+    facts = _facts(records, config, release, digest, time.perf_counter() - start, skipped, model)
+    rows = _rows(facts, results, seed=config.seed)
+    scores = {scores_key(r.attack, r.distance.value, r.variant.value): r.scores for r in results}
+    scores["is_member"] = data.is_member
+    audit = ReleaseAudit(rows=rows, dcr=dcr, scores=scores)
+    if out is None:
+        return audit
+    cell_dir = _write(Path(out), digest, audit, config)
+    write_csv(Path(out))
+    return ReleaseAudit(rows=rows, dcr=dcr, scores=scores, cell_dir=cell_dir)
+
+
+def _rows(facts: dict[str, object], results: list, *, seed: int) -> tuple[Row, ...]:
+    """One row per result, with the held-out worst case seeded as a cell's from its seed."""
+    worst = worst_case_columns(results, seed=derive_seed(seed, Purpose.ATTACK, "worst-case"))
+    return tuple(
+        Row(**facts, **result.to_row(), **columns)
+        for result, columns in zip(results, worst, strict=True)
+    )
+
+
+def _draw_samples(model: nn.Module, records: AuditRecords, config: ReleaseAuditConfig) -> Records:
+    """D_gen drawn from the released decoder: z ~ N(0, I), labels in the non-members' class
+    shares (public-side records, not the members'), seeded from the config's seed."""
+    labels_from = torch.from_numpy(
+        records.non_members.y if records.labelled else np.zeros(len(records.non_members), np.int64)
+    )
+    n = config.gen_records or len(records.members)
+    labels = gen_labels(labels_from, n, seed=config.seed)
+    gen = torch_generator(config.seed, Purpose.GENERATE)
+    device = next(iter(model.parameters()), torch.empty(0)).device
+    out = []
+    with torch.inference_mode():
+        for start in range(0, n, GEN_BATCH):
+            y = labels[start : start + GEN_BATCH]
+            z = torch.randn(len(y), model.latent_dim, generator=gen)
+            out.append(model.decode(z.to(device), y.to(device)).float().cpu())
+    x = torch.cat(out).clamp(*config.value_range)
+    return Records(x, labels.clone())
+
+
+def _config_hash(records: AuditRecords, config: ReleaseAuditConfig, release: Release, model) -> str:
+    h = hashlib.sha256()
+    for s in (records.members, records.non_members, records.reference, records.samples):
+        if s is not None:
+            h.update(s.role.value.encode())
+            h.update(np.ascontiguousarray(s.x).tobytes())
+            if s.y is not None:
+                h.update(s.y.tobytes())
+    if model is not None:
+        for name, value in model.state_dict().items():
+            h.update(name.encode())
+            h.update(value.detach().cpu().contiguous().numpy().tobytes())
+    h.update(repr(sorted(c.value for c in release.capabilities)).encode())
+    h.update(
+        repr((config.attacks, config.attack_samples, config.seed, config.gen_records)).encode()
+    )
+    return h.hexdigest()[:16]
+
+
+def _facts(records, config, release, digest, wall, skipped, model) -> dict[str, object]:
+    n_samples = len(release.samples) if release.samples is not None else 0
+    what = ", ".join(sorted(c.value for c in release.capabilities))
+    notes = {
+        "release": "external: " + what,
+        "reference": f"{len(records.reference)} user-given records"
+        if records.reference
+        else "none",
+        "samples": (
+            "user-given"
+            if records.samples
+            else f"{n_samples} drawn from the released decoder's prior"
+        )
+        if release.samples is not None
+        else "none",
+        **({"not_run": ", ".join(skipped)} if skipped else {}),
+        "claim": "stated by the user" if not math.isnan(config.epsilon) else "none stated",
+    }
+    return {
+        "dataset": config.name,
+        "mech": EXTERNAL,
+        "param_name": "",
+        "param_value": math.nan,
+        "seed": config.seed,
+        "profile": RELEASE_PROFILE,
+        "acc": math.nan,
+        "acc_base": math.nan,
+        "acc_real": math.nan,
+        "n_test": len(records.non_members),
+        "gen_records": n_samples,
+        "train_test_gap": math.nan,
+        "epsilon": config.epsilon,
+        "delta": config.delta,
+        "epsilon_method": "stated" if not math.isnan(config.epsilon) else "",
+        "accountant": "",
+        "privacy_notes": "; ".join(f"{k}={v}" for k, v in notes.items()),
+        "epochs": 0,
+        "batch_size": 0,
+        "lr": math.nan,
+        "latent_dim": int(model.latent_dim) if model is not None else 0,
+        "n_train": len(records.members),
+        "n_attack": len(records.members) + len(records.non_members),
+        "clip_norm": math.nan,
+        "wall_s": wall,
+        "config_hash": digest,
+        "code_version": "",
+        "baseline_hash": "",
+    }
+
+
+def _write(out: Path, digest: str, audit: ReleaseAudit, config: ReleaseAuditConfig) -> Path:
+    io.check_writable_dir(out)
+    cell_dir = cell_path(out, digest)
+    canonical = {
+        "dataset": config.name,
+        "mech": EXTERNAL,
+        "seed": config.seed,
+        "profile": {"attack_samples": config.attack_samples, "gen_records": config.gen_records},
+        "options": {"profile_name": RELEASE_PROFILE, "attacks": list(config.attacks or ())},
+    }
+    io.write_json(cell_dir / "config.json", {"config": canonical, "hash": digest})
+    io.save_npz(cell_dir / "scores.npz", audit.scores)
+    if audit.dcr is not None:
+        io.write_json(cell_dir / DCR_FILE, audit.dcr.to_dict())
+    io.write_json(cell_dir / "rows.json", {"rows": [row.to_dict() for row in audit.rows]})
+    return cell_dir
+
+
+def audit_arrays(
+    members: tuple[np.ndarray, np.ndarray | None],
+    non_members: tuple[np.ndarray, np.ndarray | None],
+    *,
+    reference: tuple[np.ndarray, np.ndarray | None] | None = None,
+    samples: tuple[np.ndarray, np.ndarray | None] | None = None,
+    model: object | None = None,
+    whole: bool = False,
+    config: ReleaseAuditConfig | None = None,
+    out: Path | None = None,
+) -> ReleaseAudit:
+    """:func:`audit_release` from arrays ``(X, y)`` (y None where unlabelled) and a model (an
+    :class:`~audit.release.entry_points.ExternalModel` or a module with the suite's protocol), each
+    checked as the command line checks files and entry points."""
+    config = config or ReleaseAuditConfig()
+    given = {
+        Role.MEMBERS: members,
+        Role.NON_MEMBERS: non_members,
+        Role.REFERENCE: reference,
+        Role.SAMPLES: samples,
+    }
+    sets = {
+        role: RecordSet.from_arrays(role, *pair, modality=config.modality)
+        for role, pair in given.items()
+        if pair is not None
+    }
+    records = AuditRecords(
+        sets[Role.MEMBERS], sets[Role.NON_MEMBERS], sets.get(Role.REFERENCE), sets.get(Role.SAMPLES)
+    )
+    released = None
+    if model is not None:
+        where = "the model given (whole VAE)" if whole else "the model given (decoder)"
+        released = as_released(model, whole=whole, where=where).to(config.device).eval()
+    return audit_release(records, model=released, whole=whole, config=config, out=out)

@@ -1,0 +1,243 @@
+"""The records a release audit reads: members, non-members, reference records and samples, each
+an ``.npz`` in the format of ``npz:`` datasets (``X``, and ``y`` where labels are known), or
+arrays given to the Python API; validated together before any attack runs."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attacks import AttackData, Records
+from audit.datasets.dataset import DatasetUnavailable
+from audit.datasets.npz import npz_images, npz_pixels
+from dpvae_core.records import Modality
+
+#: Fewest members, and fewest non-members, an audit attacks: the held-out worst case halves
+#: each side (:func:`attacks.worst_case.split_halves`), and with 10 + 10 records a blind
+#: attacker's MI AP already reaches about 0.7 one time in twenty, so fewer measure nothing.
+MIN_SIDE = 10
+#: Fewest reference records and samples: the suite's own floor for reference records
+#: (:data:`audit.pipeline.MIN_REFERENCE_RECORDS`; DOMIAS's KDE needs more records than its 10
+#: PCA dimensions).
+MIN_POOL = 20
+#: Series values are taken in [-1, 1], the scale the suite's series models and attacks use.
+SERIES_RANGE = (-1.0, 1.0)
+
+
+class Role(str, Enum):
+    """What a set of records is to the audit (the flag it came from names it in errors)."""
+
+    MEMBERS = "members"
+    NON_MEMBERS = "non-members"
+    REFERENCE = "reference"
+    SAMPLES = "samples"
+
+
+@dataclass(frozen=True)
+class RecordSet:
+    """One set of records, validated for its modality.
+
+    Attributes:
+        role: which set it is.
+        x: (n, *shape) float32: images (n, C, H, W) in [0, 1] or series (n, T, F) in [-1, 1].
+        y: (n,) int64 labels, or None where the set carries none.
+        stored: how ``X`` was stored (``integer`` 0..255 pixels or ``float``), which every
+            attacked set must share.
+    """
+
+    role: Role
+    x: np.ndarray
+    y: np.ndarray | None
+    stored: str
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def record_shape(self) -> tuple[int, ...]:
+        return tuple(self.x.shape[1:])
+
+    @classmethod
+    def from_arrays(
+        cls, role: Role, x: np.ndarray, y: np.ndarray | None, *, modality: Modality
+    ) -> RecordSet:
+        """The set of ``x`` (and ``y``), checked as an ``npz:`` file's X and y are."""
+        role, modality = Role(role), Modality(modality)
+        where = f"--{role.value}"
+        x = np.asarray(x)
+        if modality is Modality.IMAGE:
+            values = npz_pixels(npz_images(x, where), where)
+        elif modality is Modality.SERIES:
+            values = _series(x, where)
+        else:
+            raise ValueError(
+                f"{where}: modality {modality.value!r} is not audited; use image or series"
+            )
+        stored = "integer" if np.issubdtype(x.dtype, np.integer) else "float"
+        return cls(role, values, _labels(y, len(values), where), stored)
+
+
+def _series(x: np.ndarray, where: str) -> np.ndarray:
+    if x.ndim != 3 or min(x.shape) < 1 or not np.issubdtype(x.dtype, np.floating):
+        raise DatasetUnavailable(
+            f"{where}: series X must be floats of shape (N, T, F) with N, T, F >= 1, got "
+            f"{x.dtype} of shape {x.shape}"
+        )
+    if not np.isfinite(x).all():
+        raise DatasetUnavailable(f"{where}: X contains NaN or infinity")
+    low, high = float(x.min()), float(x.max())
+    if low < SERIES_RANGE[0] or high > SERIES_RANGE[1]:
+        raise DatasetUnavailable(
+            f"{where}: series X has min {low:.4g} and max {high:.4g}; allowed: values in "
+            f"[{SERIES_RANGE[0]:g}, {SERIES_RANGE[1]:g}] (scale each channel by a fixed range)"
+        )
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _labels(y: np.ndarray | None, n: int, where: str) -> np.ndarray | None:
+    if y is None:
+        return None
+    y = np.asarray(y)
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer) or (y < 0).any():
+        raise DatasetUnavailable(
+            f"{where}: y must be a 1-D array of non-negative integer labels, got {y.dtype} of "
+            f"shape {y.shape}"
+        )
+    if len(y) != n:
+        raise DatasetUnavailable(f"{where}: X holds {n} records but y {len(y)} labels")
+    return y.astype(np.int64)
+
+
+def read_records(path: Path, role: Role, *, modality: Modality) -> RecordSet:
+    """The records of the ``.npz`` at ``path``: ``X`` as an ``npz:`` dataset's (series: floats
+    (N, T, F) in [-1, 1]) and ``y`` where present."""
+    path, where = Path(path), f"--{Role(role).value} {str(path)!r}"
+    if not path.is_file():
+        raise DatasetUnavailable(f"{where} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "X" not in data.files:
+                raise DatasetUnavailable(f"{where} lacks array X (found {sorted(data.files)})")
+            x = data["X"]
+            y = data["y"] if "y" in data.files else None
+    except DatasetUnavailable:
+        raise
+    except (OSError, ValueError, EOFError) as exc:
+        raise DatasetUnavailable(
+            f"{where} is not a readable .npz archive ({type(exc).__name__}); write it with "
+            "numpy.savez(path, X=..., y=...)"
+        ) from None
+    try:
+        return RecordSet.from_arrays(role, x, y, modality=modality)
+    except ValueError as exc:
+        raise DatasetUnavailable(str(exc).replace(f"--{Role(role).value}", where, 1)) from None
+
+
+@dataclass(frozen=True)
+class AuditRecords:
+    """Members, non-members and the optional reference records and samples of one audit,
+    checked against each other: one record shape, one way of storing the attacked sets (integer
+    pixels or floats: a set stored otherwise differs in its rounding, which an attack reads as
+    membership), labels on both attacked sets or on neither, no record of the members among the
+    non-members or the reference records and none of the non-members among the reference
+    records (exact duplicates), and enough records for the attacks and the chance band
+    (:data:`MIN_SIDE`, :data:`MIN_POOL`)."""
+
+    members: RecordSet
+    non_members: RecordSet
+    reference: RecordSet | None = None
+    samples: RecordSet | None = None
+
+    def __post_init__(self) -> None:
+        sets = [s for s in (self.members, self.non_members, self.reference, self.samples) if s]
+        for expected, found in zip(Role, (self.members, self.non_members), strict=False):
+            if found.role is not expected:
+                raise ValueError(f"expected the {expected.value} set, got {found.role.value}")
+        shapes = {s.role.value: s.record_shape for s in sets}
+        if len(set(shapes.values())) > 1:
+            raise ValueError(f"the sets' records differ in shape: {_show(shapes)}")
+        attacked = [s for s in sets if s.role is not Role.SAMPLES]
+        if len({s.stored for s in attacked}) > 1:
+            stored = {s.role.value: s.stored for s in attacked}
+            raise ValueError(
+                f"the sets store X differently ({_show(stored)}); store every set as integer "
+                "0..255 pixels or every set as floats, or rounding alone tells them apart"
+            )
+        if (self.members.y is None) != (self.non_members.y is None):
+            raise ValueError("--members and --non-members must both carry labels y, or neither")
+        if self.samples is not None and (self.samples.y is None) != (self.members.y is None):
+            raise ValueError(
+                "--samples and the attacked sets must both carry labels y, or neither (the "
+                "Monte-Carlo attack compares a record with the samples of its label)"
+            )
+        self._check_counts()
+        self._check_disjoint(self.members, self.non_members)
+        if self.reference is not None:
+            self._check_disjoint(self.members, self.reference)
+            self._check_disjoint(self.non_members, self.reference)
+
+    def _check_counts(self) -> None:
+        for s, least in ((self.members, MIN_SIDE), (self.non_members, MIN_SIDE)):
+            if len(s) < least:
+                raise ValueError(
+                    f"--{s.role.value} holds {len(s)} records; the attacks, the held-out worst "
+                    f"case and the chance band need at least {least}"
+                )
+        for s in (self.reference, self.samples):
+            if s is not None and len(s) < MIN_POOL:
+                raise ValueError(
+                    f"--{s.role.value} holds {len(s)} records; at least {MIN_POOL} are needed "
+                    "(DOMIAS's and the PCA features' density estimates), or leave it out"
+                )
+
+    @staticmethod
+    def _check_disjoint(a: RecordSet, b: RecordSet) -> None:
+        seen = {_digest(row): i for i, row in enumerate(a.x)}
+        both = [(seen[h], j) for j, h in enumerate(_digest(row) for row in b.x) if h in seen]
+        if both:
+            i, j = both[0]
+            raise ValueError(
+                f"{len(both)} record(s) of --{a.role.value} also appear in --{b.role.value} "
+                f"(exact duplicates, e.g. {a.role.value}[{i}] = {b.role.value}[{j}]); a record "
+                "is either a member or not: remove them from one of the sets"
+            )
+
+    @property
+    def labelled(self) -> bool:
+        """Whether the attacked records carry labels (else every record reads as label 0)."""
+        return self.members.y is not None
+
+    def attack_data(self) -> AttackData:
+        """D_atk: the members, then the non-members (labels 0 where the sets carry none)."""
+        x = np.concatenate([self.members.x, self.non_members.x])
+        is_member = np.concatenate(
+            [np.ones(len(self.members), bool), np.zeros(len(self.non_members), bool)]
+        )
+        return AttackData(
+            torch.from_numpy(x), _label_tensor(self.members, self.non_members), is_member
+        )
+
+    def records(self, role: Role) -> Records | None:
+        """The reference records or the samples as the attacks take them (None if absent)."""
+        found = self.reference if Role(role) is Role.REFERENCE else self.samples
+        if found is None:
+            return None
+        return Records(torch.from_numpy(found.x), _label_tensor(found))
+
+
+def _label_tensor(*sets: RecordSet) -> torch.Tensor:
+    parts = [s.y if s.y is not None else np.zeros(len(s), np.int64) for s in sets]
+    return torch.from_numpy(np.concatenate(parts))
+
+
+def _digest(row: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(row).tobytes(), digest_size=16).digest()
+
+
+def _show(values: dict[str, object]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in values.items())
