@@ -1,0 +1,135 @@
+"""Export one of the sweep's own cells as a release made outside the suite: its members,
+non-members, reference records and D_gen as ``.npz`` files, and its trained VAE behind an entry
+point, so that ``benchmark.py attack`` on them can be checked against the cell's own rows.
+
+The exported sets are the cell's exactly (:func:`audit.pipeline.attack_set`,
+:func:`~audit.pipeline.reference_records`), D_gen is drawn again from the saved model with the
+cell's seed (prior generation: image cells), and the attack seed is the cell's seed, so the
+audit runs the same attacks on the same inputs with the same randomness.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch import nn
+
+from attacks.threat import ReleaseKind
+from audit import io
+from audit.datasets import load_dataset, stratified_split
+from audit.mechanisms import get_mechanism
+from audit.pipeline import attack_set, cell_data, reference_records
+from audit.report.grids import load_model
+from audit.results import cell_path, load_cell_config
+from models.factory import model_family
+from models.generation import Generation, finite_records, gen_labels, generate
+
+#: The entry-point module an export writes beside its files.
+MODULE = "release_model.py"
+RELEASE_FILE = "release.json"
+ENTRY_POINTS = '''"""Entry points of a release exported from a sweep cell (audit.release.export)."""
+
+from pathlib import Path
+
+from audit.release.export import exported_model
+
+HERE = Path(__file__).resolve().parent
+
+
+def vae():
+    return exported_model(HERE)
+
+
+def decoder():
+    return exported_model(HERE)
+'''
+
+
+@dataclass(frozen=True)
+class ExportedRelease:
+    """Where an export went and how to audit it (``argv``: ``benchmark.py attack``'s)."""
+
+    out: Path
+    kind: ReleaseKind
+    argv: tuple[str, ...]
+
+
+def export_cell(
+    run_dir: Path, config_hash: str, out: Path, *, data_home: Path | None = None
+) -> ExportedRelease:
+    """Write cell ``config_hash`` of ``run_dir`` as a release into ``out``."""
+    cell_dir = cell_path(Path(run_dir), config_hash)
+    cell = load_cell_config(cell_dir)
+    dataset = load_dataset(
+        cell.dataset, data_home=data_home, window_stride=cell.option("window_stride")
+    )
+    family = model_family(dataset.shape, dataset.num_classes)
+    if family.generation is not Generation.PRIOR:
+        raise ValueError(
+            f"cell {config_hash} draws D_gen from its training records ({family.generation.value}"
+            "); only cells that draw it from the prior (images) are exported"
+        )
+    split = stratified_split(
+        dataset.y,
+        fractions=dataset.split_fractions,
+        seed=cell.seed,
+        class_names=dataset.class_names,
+    )
+    data = cell_data(dataset, split, cell)
+    atk = attack_set(data, cell)
+    reference = reference_records(data, cell)
+    model = family.for_inference(load_model(cell_dir, cell, dataset)).eval()
+    n_gen = cell.profile.gen_records or len(data.train[1])
+    labels = gen_labels(data.train[1], n_gen, seed=cell.seed)
+    gen_x, gen_y = generate(model, labels, seed=cell.seed, method=family.generation)
+    gen_x, _ = finite_records(gen_x)
+    out = io.check_writable_dir(Path(out))
+    m = atk.is_member
+    sets = {
+        "members": (atk.x[m], atk.y[m]),
+        "non-members": (atk.x[~m], atk.y[~m]),
+        "samples": (gen_x, gen_y),
+    }
+    if reference is not None:
+        sets["reference"] = (reference.x, reference.y)
+    for name, (x, y) in sets.items():
+        io.save_npz(out / f"{name}.npz", {"X": x.numpy(), "y": y.numpy()})
+    io.save_state(out / "model.pt", {"model": model.state_dict()})
+    kind = get_mechanism(cell.mech).release
+    meta = {
+        "cell": config_hash,
+        "record_shape": list(dataset.shape),
+        "num_classes": dataset.num_classes,
+        "latent_dim": cell.profile.latent_dim,
+        "kind": kind.value,
+    }
+    io.write_json(out / RELEASE_FILE, meta)
+    io.write_text(out / MODULE, ENTRY_POINTS)
+    return ExportedRelease(out, kind, tuple(_argv(out, cell, kind, reference is not None)))
+
+
+def _argv(out: Path, cell, kind: ReleaseKind, has_reference: bool) -> list[str]:  # noqa: ANN001
+    argv = ["attack", "--members", str(out / "members.npz")]
+    argv += ["--non-members", str(out / "non-members.npz")]
+    if has_reference:
+        argv += ["--reference", str(out / "reference.npz")]
+    argv += ["--samples", str(out / "samples.npz")]
+    if kind is ReleaseKind.WHOLE_VAE:
+        argv += ["--vae", f"{out / MODULE}:vae"]
+    elif kind is ReleaseKind.DECODER_ONLY:
+        argv += ["--decoder", f"{out / MODULE}:decoder"]
+    argv += ["--attack", *cell.attacks, "--attack-samples", str(cell.profile.attack_samples)]
+    return [*argv, "--seed", str(cell.seed), "--name", cell.dataset]
+
+
+def exported_model(directory: Path) -> nn.Module:
+    """The VAE of an export (``release.json`` and ``model.pt`` in ``directory``), in the
+    suite's own protocol (conditional: labels are class indices)."""
+    meta = json.loads((Path(directory) / RELEASE_FILE).read_text())
+    family = model_family(tuple(meta["record_shape"]), meta["num_classes"])
+    model = family.target_vae(latent_dim=meta["latent_dim"], per_example_gradients=False)
+    state = io.load_state(Path(directory) / "model.pt")["model"]
+    model.load_state_dict(state)
+    return family.for_inference(model).eval()
