@@ -195,7 +195,7 @@ class CellConfig:
     mapping (run facts and the options set), as cells have always been hashed.
     ``attacks``: the registered attacks the cell runs, in the sweep's order
     (:func:`audit.attack_plan.plan_attacks`).
-    ``audit``: run the mechanism's empirical audit in the cell (``--audit``;
+    ``audit``: run the mechanism's empirical audit in the cell (``--canary-audit``;
     :mod:`audit.empirical.cell_audit`); in the hash only when set, since its result is in the
     cell's rows.
     """
@@ -241,7 +241,7 @@ class CellConfig:
             del body["attacks"]
         else:
             body["attacks"] = list(self.attacks)
-        if not self.audit:  # cells run without --audit keep their hashes
+        if not self.audit:  # cells run without --canary-audit keep their hashes
             del body["audit"]
         return body
 
@@ -297,7 +297,7 @@ class SweepConfig:
     ray: RaySettings | None = None
     report: bool = True  # write OUT/report at the end (no cell's hash depends on it)
     attacks: tuple[str, ...] | None = None
-    audit: bool = False  # --audit: each private cell runs its mechanism's empirical audit
+    audit: bool = False  # --canary-audit: each private cell runs its mechanism's empirical audit
 
     def __post_init__(self) -> None:
         check_dataset_name(self.dataset)

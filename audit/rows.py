@@ -62,11 +62,17 @@ class Row:
             ranked as :meth:`attacks.attack.AttackResult.with_finite_scores` says; 0 in older cells.
         baseline_hash: the config hash of the cell's non-private baseline (phi's reference).
         epsilon_lower, epsilon_lower_kind, epsilon_lower_m, epsilon_lower_ceiling: the cell's
-            empirical lower bound on epsilon at 95 % confidence (``--audit``;
+            empirical lower bound on epsilon at 95 % confidence (``--canary-audit``;
             :mod:`audit.empirical.cell_audit`), how it was obtained (``local-worst-case``,
             ``one-run-gradient``, ``not-audited``), its draws M per input or canaries m, and the
             most that audit could prove; NaN / empty / 0 where not audited (and in older cells).
             For DP-SGD mechanisms these are the white-box bound (gradient canaries).
+        epsilon_lower_estimator: the estimator of ``epsilon_lower`` (``one-run``: Steinke et
+            al. 2023; ``local-worst-case``: Clopper-Pearson on worst-case inputs;
+            :class:`audit.empirical.estimators.Estimator`).
+        epsilon_lower_fdp, epsilon_lower_input_fdp: the one-run f-DP bound (Mahloujifar et al.,
+            assumes a Gaussian-shaped trade-off curve) over the same gradient / input canary
+            guesses; NaN where not run.
         epsilon_lower_input, epsilon_lower_input_m, epsilon_lower_input_ceiling: the bound a
             user's adversary gets (the one-run audit with m input canaries scored by the
             strongest attack of the release), m and its ceiling; NaN / 0 where not run.
@@ -127,6 +133,9 @@ class Row:
     attack_nonfinite: int = 0
     baseline_hash: str
     epsilon_lower: float = math.nan
+    epsilon_lower_estimator: str = ""
+    epsilon_lower_fdp: float = math.nan
+    epsilon_lower_input_fdp: float = math.nan
     epsilon_lower_kind: str = ""
     epsilon_lower_m: int = 0
     epsilon_lower_ceiling: float = math.nan

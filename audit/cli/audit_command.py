@@ -2,7 +2,7 @@
 and one parameter value; the last line printed is the bare lower bound.
 
   benchmark.py audit --dataset NAME --mech MECH --grid VALUE [--profile P] [--canaries m]
-                     [--draws M] [--seed S] [--canary-kind gradient|input]
+                     [--draws M] [--seed S] [--canary-kind gradient|input] [--runs R --out DIR]
 
 A usage error raises ValueError, which :func:`audit.cli.main.main` prints as one 'error:' line
 (status 2).
@@ -33,9 +33,12 @@ def build_audit_parser() -> argparse.ArgumentParser:
         prog="benchmark.py audit",
         description="Empirical epsilon lower bound for one mechanism and parameter value. "
         "ldp and vae-ldp: black-box threshold tests on worst-case inputs (M draws each, "
-        "Clopper-Pearson at 95 %%); cdp, cdp-termwise, dp2vae: the one-run audit of Steinke, "
-        "Nasr and Jagielski (2023) with m canaries in one extra training run of the mechanism. "
-        "The last line is the bare bound.",
+        "Clopper-Pearson at 95 % confidence); cdp, cdp-termwise, dp2vae: the one-run audit "
+        "with m canaries in one extra training run of the mechanism, bounded by Steinke, Nasr "
+        "and Jagielski (2023) and by the f-DP analysis of Mahloujifar, Melis and Chaudhuri; "
+        "with --runs R, R runs and the Clopper-Pearson and GDP (Nasr et al. 2023) estimates "
+        "over their pooled scores. The last line is the bare bound: one-run's (Steinke et al.) "
+        "for one run, GDP's for --runs.",
     )
     p.add_argument("--dataset", default="lfw-subset", help=f"dataset: {', '.join(dataset_names())}")
     p.add_argument("--mech", required=True, choices=AUDITED, help="the mechanism to audit")
@@ -65,9 +68,41 @@ def build_audit_parser() -> argparse.ArgumentParser:
         "by the strongest attack of the release (reconstruction; latent search for dp2vae's "
         "decoder) (default gradient)",
     )
-    p.add_argument("--k-plus", type=int, default=None, help="one-run: top scores guessed in (m/4)")
     p.add_argument(
-        "--k-minus", type=int, default=None, help="one-run: bottom scores guessed out (m/4)"
+        "--k-plus", type=int, default=None, help="one-run: top scores guessed in (default: rule)"
+    )
+    p.add_argument(
+        "--k-minus",
+        type=int,
+        default=None,
+        help="one-run: bottom scores guessed out (default: rule)",
+    )
+    p.add_argument(
+        "--guess-rule",
+        default="design",
+        choices=("design", "quarter"),
+        help="one-run guesses where --k-plus/--k-minus are not given: design (the guesses that "
+        "maximise the bound a mechanism at its claim would give, from m, delta and the claim "
+        "only) or quarter (m/4 each) (default design)",
+    )
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        metavar="R",
+        help="cdp, cdp-termwise, dp2vae: R training runs with gradient canaries (each canary in "
+        "about half of them), cached in --out and resumable; Clopper-Pearson (threshold from "
+        "the first R//2 runs) and GDP estimates over the pooled scores",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="--runs: where each run's scores are cached"
+    )
+    p.add_argument(
+        "--executor",
+        default="local",
+        choices=("local", "ray"),
+        help="--runs: where runs train: local (this process) or ray (each run a Ray task, as "
+        "sweep cells)",
     )
     p.add_argument(
         "--delta",
@@ -103,6 +138,10 @@ class AuditRequest:
     canary_kind: str = "gradient"
     k_plus: int | None = None
     k_minus: int | None = None
+    guess_rule: str = "design"
+    runs: int | None = None
+    out: Path | None = None
+    executor: str = "local"
     delta: float | None = None
     draws: int | None = None
     device: str = "cpu"
@@ -126,6 +165,17 @@ class AuditRequest:
             raise ValueError(f"--delta must lie in (0, 1), got {self.delta!r}")
         if self.mech == "ldp" and self.delta is not None:
             raise ValueError("--delta does not apply to ldp (pure eps-DP, delta = 0)")
+        if self.runs is not None:
+            if self.mech not in ONE_RUN:
+                raise ValueError(f"--runs applies to {one_run} only, not {self.mech!r}")
+            if self.runs < 2:
+                raise ValueError(f"--runs must be an integer >= 2, got {self.runs!r}")
+            if self.out is None:
+                raise ValueError("--runs needs --out DIR (where the runs' scores are cached)")
+            if self.canary_kind != "gradient":
+                raise ValueError("--runs audits gradient canaries only; drop --canary-kind")
+        elif self.out is not None or self.executor != "local":
+            raise ValueError("--out and --executor apply with --runs R only")
         if self.mech in ONE_RUN and self.draws is not None:
             raise ValueError(f"--draws applies to ldp and vae-ldp; {self.mech} takes --canaries")
 
@@ -150,7 +200,10 @@ def _cell_and_data(args: AuditRequest):
         param_value=args.grid,
         seed=args.seed,
         profile=profile,
-        mech_options=dict(build_options([mech], {"delta": args.delta})).get(mech),
+        # vae-ldp's audit reads --delta itself (its options take no delta)
+        mech_options=dict(
+            build_options([mech], {"delta": args.delta} if args.mech in ONE_RUN else {})
+        ).get(mech),
     )
     dataset = load_dataset(args.dataset, data_home=args.data_home)
     get_mechanism(mech).check_modality(dataset.shape)
@@ -223,7 +276,10 @@ def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
         k_plus=args.k_plus,
         k_minus=args.k_minus,
         seed=args.seed,
+        guess_rule=args.guess_rule,
     )
+    if args.runs is not None:
+        return _run_multi(args, settings)
     cell, data = _cell_and_data(args)
     audit = audit_one_run(cell, data, Context(device=args.device, progress=null_progress), settings)
     b, claim = audit.bound, audit.claim
@@ -232,10 +288,13 @@ def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
         f"{args.mech} {cell.param_name}={args.grid:g}: claimed epsilon {claim.epsilon:.6g} at "
         f"delta {claim.delta:.6g} ({claim.method}, N_train {n_run} in the audit's run)",
         *_paper_claim_lines(claim, b.epsilon),
-        f"  {audit.kind.value} canaries: lower bound {b.epsilon:.6g}; one run (Steinke et al. "
-        f"2023, delta term included), m = {b.m}, guesses k+ = {audit.k_plus}, k- = "
-        f"{audit.k_minus} (r = {b.r}), {b.v} right, confidence {b.confidence:.0%}; ceiling "
-        f"(all r right) {b.ceiling:.6g}",
+        f"  {audit.kind.value} canaries: m = {b.m}, guesses k+ = {audit.k_plus}, k- = "
+        f"{audit.k_minus} (r = {b.r}, {audit.guess_rule} rule), {b.v} right, confidence "
+        f"{b.confidence:.0%}",
+        f"  one-run-fdp (Mahloujifar et al., Gaussian trade-off assumed): lower bound "
+        f"{audit.fdp_epsilon:.6g}",
+        f"  one-run (Steinke et al. 2023, delta term included): lower bound {b.epsilon:.6g}; "
+        f"ceiling (all r right) {b.ceiling:.6g}",
         f"  score: {audit.score}",
         *(
             f"  {k}: {v:.6g}" if isinstance(v, float) else f"  {k}: {v}"
@@ -249,6 +308,43 @@ def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
             "prove anything at this delta; use fewer --canaries or a smaller --delta"
         )
     return lines, b.epsilon
+
+
+def _run_multi(args: AuditRequest, settings) -> tuple[list[str], float]:
+    from audit.config import CellConfig, MechanismName, ProfileName, profile_for_dataset
+    from audit.datasets import load_dataset
+    from audit.empirical.multi_run import multi_run_audit
+    from audit.executors import ExecutorName, make_executor
+    from audit.mechanisms import build_options, get_mechanism
+
+    mech = MechanismName(args.mech)
+    cell = CellConfig(
+        dataset=args.dataset,
+        mech=mech,
+        param_name=get_mechanism(mech).param_name,
+        param_value=args.grid,
+        seed=args.seed,
+        profile=profile_for_dataset(ProfileName(args.profile), args.dataset),
+        mech_options=dict(build_options([mech], {"delta": args.delta})).get(mech),
+    )
+    dataset = load_dataset(args.dataset, data_home=args.data_home)
+    get_mechanism(mech).check_modality(dataset.shape)
+    executor = make_executor(ExecutorName(args.executor))
+    a = multi_run_audit(cell, dataset, settings, runs=args.runs, out=args.out, executor=executor)
+    r = a.rates
+    lines = [
+        f"{args.mech} {cell.param_name}={args.grid:g}: claimed epsilon {a.claim_epsilon:.6g} at "
+        f"delta {a.delta:.6g}; {a.runs} runs ({a.cached} from {args.out}), m = {a.m} gradient "
+        f"canaries each, training {a.train_seconds:.1f} s in all",
+        f"  one-run (Steinke et al.), mean over runs: {a.one_run_mean:.6g}; one-run-fdp: "
+        f"{a.one_run_fdp_mean:.6g}",
+        f"  clopper-pearson (threshold {r.threshold:.6g} from runs 1-{a.runs // 2}, bound on "
+        f"the rest: TPR >= {r.tpr_lo:.4g} of {r.positives}, FPR <= {r.fpr_hi:.4g} of "
+        f"{r.negatives}, 95 %): lower bound {a.clopper_pearson:.6g}",
+        f"  gdp (Nasr et al. 2023, all runs, Bonferroni over {a.gdp_thresholds} thresholds, "
+        f"95 %): mu >= {a.gdp_mu:.4g}, epsilon {a.gdp:.6g}",
+    ]
+    return lines, a.gdp
 
 
 def _paper_claim_lines(claim, bound: float) -> list[str]:

@@ -114,12 +114,14 @@ def build_run_parser() -> argparse.ArgumentParser:
         "'benchmark.py report OUT' writes it later",
     )
     p.add_argument(
-        "--audit",
+        "--canary-audit",
         action="store_true",
         help="run each private cell's empirical audit (epsilon_lower columns): ldp and vae-ldp "
-        "worst-case-input tests (M draws by profile, seconds), cdp the one-run audit with "
-        "gradient canaries (m by profile; one extra training run per cell); cdp-termwise is "
-        "not audited yet. Audited cells get their own hashes",
+        "threshold tests on worst-case inputs (M draws by profile, seconds); cdp, cdp-termwise "
+        "and dp2vae the one-run audit, twice (gradient canaries: white box; input canaries "
+        "scored by the release's strongest attack), m canaries by profile, one extra training "
+        "run each. Audited cells get their own hashes. ('benchmark.py audit' audits one "
+        "setting on its own.)",
     )
     add_verbosity(p)
     ex = p.add_argument_group("where cells run")
@@ -269,7 +271,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         ray=_ray_settings(args),
         report=args.report,
         attacks=tuple(args.attack) if args.attack else None,
-        audit=args.audit,
+        audit=args.canary_audit,
     )
 
 

@@ -1,4 +1,4 @@
-"""A sweep cell's empirical audit (``--audit``): the matching audit of its mechanism, as the
+"""A sweep cell's empirical audit (``--canary-audit``): the matching audit of its mechanism, as the
 ``epsilon_lower*`` columns of its rows.
 
 - ldp: the worst-case-input audit of the cell's own randomizer (images: pixelization with the
@@ -67,10 +67,16 @@ class CellAudit:
     input_bound: float = math.nan
     input_m: int = 0
     input_ceiling: float = math.nan
+    estimator: str = ""
+    fdp_bound: float = math.nan
+    input_fdp_bound: float = math.nan
 
     def columns(self) -> dict[str, Any]:
         return {
             "epsilon_lower": self.bound,
+            "epsilon_lower_estimator": self.estimator,
+            "epsilon_lower_fdp": self.fdp_bound,
+            "epsilon_lower_input_fdp": self.input_fdp_bound,
             "epsilon_lower_kind": self.kind,
             "epsilon_lower_m": self.m,
             "epsilon_lower_ceiling": self.ceiling,
@@ -130,6 +136,7 @@ def _from_local(audit: LocalAudit) -> CellAudit:
     return CellAudit(
         bound=audit.epsilon,
         kind="local-worst-case",
+        estimator="local-worst-case",
         m=audit.draws,
         ceiling=audit.ceiling,
         seconds=audit.seconds,
@@ -157,6 +164,7 @@ def _audit_dp_training(
             kind=kind,
             m=m,
             ceiling=0.0,
+            estimator="one-run",
             note=f"one-run audit not run: 2 m delta = {2 * m * claim.delta:.3g} >= "
             f"{ONE_RUN_LIMIT:g}, so no m = {m} audit can prove anything at delta "
             f"{claim.delta:.3g}; set a smaller --delta to audit",
@@ -172,6 +180,9 @@ def _audit_dp_training(
     return CellAudit(
         bound=b.epsilon,
         kind=kind,
+        estimator="one-run",
+        fdp_bound=grad.fdp_epsilon,
+        input_fdp_bound=inp.fdp_epsilon,
         m=b.m,
         ceiling=b.ceiling,
         seconds=grad.seconds + inp.seconds,
@@ -179,8 +190,11 @@ def _audit_dp_training(
         input_m=bi.m,
         input_ceiling=bi.ceiling,
         note=f"one-run audits (Steinke et al. 2023) at delta {b.delta:.3g}: m = {b.m} gradient "
-        f"canaries, {b.v} of r = {b.r} guesses right, extra run {grad.train_seconds:.1f} s; "
-        f"m = {bi.m} input canaries ({inp.score}), {bi.v} of r = {bi.r} right, extra run "
+        f"canaries, guesses k+ = {grad.k_plus}, k- = {grad.k_minus} ({grad.guess_rule} rule), "
+        f"{b.v} of r = {b.r} right, f-DP bound {grad.fdp_epsilon:.4g}, extra run "
+        f"{grad.train_seconds:.1f} s; "
+        f"m = {bi.m} input canaries ({inp.score}), {bi.v} of r = {bi.r} right, f-DP bound "
+        f"{inp.fdp_epsilon:.4g}, extra run "
         f"{inp.train_seconds:.1f} s; against the claim {grad.claim.epsilon:.6g} (input run: "
         f"{inp.claim.epsilon:.6g} for its N_train)",
     )

@@ -6,9 +6,18 @@ m canaries, each included independently with probability 1/2 (seeded), go into O
 training run of the cell's mechanism: its own ``prepare``, ``train`` and ``claim``, with the
 cell's settings and fresh seeds (the cell with the seed ``derive_seed(seed, TAG)``), the canary
 hook handed to the training loop through ``Context.audit_hook``. Scores rank the canaries; the
-guesses are fixed in advance: the top ``k_plus`` scores are guessed "in", the bottom ``k_minus``
-"out", the rest abstain. :func:`audit.empirical.bounds.one_run_epsilon_bound` turns
-(m, r, v, delta) into the bound, which is compared with the claim of the run that happened.
+guesses are fixed before any score is seen (:mod:`audit.empirical.guesses`: by default the
+``design`` rule, from m, delta and the claim): the top ``k_plus`` scores are guessed "in", the
+bottom ``k_minus`` "out", the rest abstain. Two estimators turn (m, r, v, delta) into bounds, both
+compared with the claim of the run that happened: Steinke et al.'s
+(:func:`audit.empirical.bounds.one_run_epsilon_bound`, ``one-run``: assumes only the canaries'
+independent inclusion) and Mahloujifar et al.'s f-DP bound
+(:func:`audit.empirical.estimators.one_run_fdp_epsilon`, ``one-run-fdp``: also assumes a
+Gaussian-shaped trade-off curve).
+
+Threat models: gradient canaries assume DP-SGD's (every noisy gradient released, the canary's
+gradient chosen by the adversary: white box); input canaries assume the mechanism's release
+(the final model: the whole VAE, or the decoder only for dp2vae: black box in the training).
 
 Canary kinds:
 
@@ -53,6 +62,8 @@ from attacks.threat import Release, ReleaseKind
 from audit.attack_plan import attack_settings
 from audit.config import CellConfig, MechanismName
 from audit.empirical.bounds import CONFIDENCE, OneRunBound, one_run_epsilon_bound
+from audit.empirical.estimators import one_run_fdp_epsilon
+from audit.empirical.guesses import GuessRule, design_guesses, quarter_guesses
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.mechanisms.mechanism import Mechanism
 from audit.privacy.claim import PrivacyClaim
@@ -80,7 +91,11 @@ class Broken(str, Enum):
 
 @dataclass(frozen=True)
 class OneRunSettings:
-    """m canaries, the guesses (default: top and bottom m/4), and the audit's seed.
+    """m canaries, the guesses, and the audit's seed.
+
+    Guesses: ``k_plus`` / ``k_minus`` where given (the other then m/4), else ``guess_rule``
+    (:mod:`audit.empirical.guesses`: ``design``, the default, fixes them from m, delta and the
+    claim before any score is seen; ``quarter``, m/4 each).
 
     ``canary_norm``: a gradient canary's norm before clipping, in units of C (> 1, so that the
     clipping is exercised: a clipped canary has norm C).
@@ -94,14 +109,16 @@ class OneRunSettings:
     canary_norm: float = 10.0
     confidence: float = CONFIDENCE
     broken: Broken = Broken.NONE
+    guess_rule: GuessRule = GuessRule.DESIGN
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CanaryKind(self.kind))
+        object.__setattr__(self, "guess_rule", GuessRule(self.guess_rule))
         object.__setattr__(self, "broken", Broken(self.broken))
         m = self.canaries
         if isinstance(m, bool) or not isinstance(m, int) or m < 2:
             raise ValueError(f"canaries must be an integer >= 2, got {m!r}")
-        k_plus, k_minus = self.guesses
+        k_plus, k_minus = self.explicit_guesses() or (1, 1)
         if min(k_plus, k_minus) < 0 or k_plus + k_minus > m or k_plus + k_minus == 0:
             raise ValueError(
                 f"need k_plus, k_minus >= 0 with 0 < k_plus + k_minus <= canaries ({m}), "
@@ -110,12 +127,24 @@ class OneRunSettings:
         if not (math.isfinite(self.canary_norm) and self.canary_norm >= 1):
             raise ValueError(f"canary_norm must be >= 1 (units of C), got {self.canary_norm!r}")
 
-    @property
-    def guesses(self) -> tuple[int, int]:
-        default = max(1, self.canaries // 4)
+    def explicit_guesses(self) -> tuple[int, int] | None:
+        if self.k_plus is None and self.k_minus is None:
+            return None
+        default, _ = quarter_guesses(self.canaries)
         return (
             default if self.k_plus is None else self.k_plus,
             default if self.k_minus is None else self.k_minus,
+        )
+
+    def guesses(self, *, claim_epsilon: float, delta: float) -> tuple[int, int]:
+        """(k+, k-): the explicit ones, else the rule's (from m, delta and the claim only)."""
+        explicit = self.explicit_guesses()
+        if explicit is not None:
+            return explicit
+        if self.guess_rule is GuessRule.QUARTER:
+            return quarter_guesses(self.canaries)
+        return design_guesses(
+            m=self.canaries, claim_epsilon=claim_epsilon, delta=delta, confidence=self.confidence
         )
 
 
@@ -123,7 +152,10 @@ class OneRunSettings:
 class OneRunAudit:
     """The bound, the claim it is compared with, and how both were obtained.
 
-    ``scores`` and ``included`` are the raw canary scores and the truth; ``extra`` holds
+    ``bound`` is Steinke et al.'s (the ``one-run`` estimator, ``epsilon``); ``fdp_epsilon`` the
+    f-DP bound of Mahloujifar et al. over the same guesses (``one-run-fdp``, which assumes a
+    Gaussian-shaped trade-off curve). ``scores`` and ``included`` are the raw canary scores and
+    the truth; ``extra`` holds
     secondary facts (e.g. the parameter-move bound of gradient canaries, which is NOT combined
     with the main one: taking the better of two would need a multiple-testing correction).
     """
@@ -132,9 +164,11 @@ class OneRunAudit:
     score: str
     claim: PrivacyClaim
     bound: OneRunBound
+    fdp_epsilon: float
     k_plus: int
     k_minus: int
     broken: Broken
+    guess_rule: str
     train_seconds: float
     seconds: float
     scores: np.ndarray = field(repr=False)
@@ -310,13 +344,29 @@ def _included(settings: OneRunSettings) -> np.ndarray:
     return numpy_rng(settings.seed, TAG, "included").random(settings.canaries) < 0.5
 
 
-def _bound(scores, included, settings: OneRunSettings, delta: float) -> tuple[OneRunBound, int]:
-    k_plus, k_minus = settings.guesses
+@dataclass(frozen=True)
+class Bounds:
+    """Both one-run estimators over one score array, and the guesses they used."""
+
+    steinke: OneRunBound
+    fdp: float
+    k_plus: int
+    k_minus: int
+    rule: str
+
+
+def _bound(scores, included, settings: OneRunSettings, claim: PrivacyClaim) -> Bounds:
+    k_plus, k_minus = settings.guesses(claim_epsilon=claim.epsilon, delta=claim.delta)
     r, v = count_correct(scores, included, k_plus=k_plus, k_minus=k_minus)
-    bound = one_run_epsilon_bound(
-        m=settings.canaries, r=r, v=v, delta=delta, confidence=settings.confidence
+    m, conf = settings.canaries, settings.confidence
+    rule = "explicit" if settings.explicit_guesses() else settings.guess_rule.value
+    return Bounds(
+        steinke=one_run_epsilon_bound(m=m, r=r, v=v, delta=claim.delta, confidence=conf),
+        fdp=one_run_fdp_epsilon(m=m, r=r, v=v, delta=claim.delta, confidence=conf),
+        k_plus=k_plus,
+        k_minus=k_minus,
+        rule=rule,
     )
-    return bound, v
 
 
 def _audit_gradient(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
@@ -338,23 +388,24 @@ def _audit_gradient(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
         raise RuntimeError(
             f"the run clipped at C = {ran_clip:g}, the canaries were made for {clip_norm:g}"
         )
-    bound, _ = _bound(hook.sums, included, settings, run.claim.delta)
-    move, _ = _bound(hook.start - hook.coordinates(), included, settings, run.claim.delta)
-    k_plus, k_minus = settings.guesses
+    bounds = _bound(hook.sums, included, settings, run.claim)
+    move = _bound(hook.start - hook.coordinates(), included, settings, run.claim)
     return OneRunAudit(
         kind=CanaryKind.GRADIENT,
         score="sum over steps of the released noisy gradient on the canary's coordinate",
         claim=run.claim,
-        bound=bound,
-        k_plus=k_plus,
-        k_minus=k_minus,
+        bound=bounds.steinke,
+        fdp_epsilon=bounds.fdp,
+        k_plus=bounds.k_plus,
+        k_minus=bounds.k_minus,
         broken=settings.broken,
+        guess_rule=bounds.rule,
         train_seconds=run.seconds,
         seconds=time.perf_counter() - start,
         scores=hook.sums.copy(),
         included=included,
         extra={
-            "parameter_move_epsilon": move.epsilon,
+            "parameter_move_epsilon": move.steinke.epsilon,
             "canary_norm_before_clipping": settings.canary_norm * clip_norm,
             "clip_norm": clip_norm,
             "canary_sample_rate": hook.sample_rate,
@@ -410,18 +461,19 @@ def _audit_input(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
     release = Release.of_kind(mech.release, model=run.model, samples=None)
     results = attack.run_release(release, AttackData(x=cx, y=cy, is_member=included))
     result = next(iter(results.values()))  # the attack's first (primary) result
-    bound, _ = _bound(result.scores, included, settings, run.claim.delta)
-    k_plus, k_minus = settings.guesses
+    bounds = _bound(result.scores, included, settings, run.claim)
     variant = getattr(result.variant, "value", result.variant)
     return OneRunAudit(
         kind=CanaryKind.INPUT,
         score=f"{name} attack ({result.distance.value}, {variant}), "
         f"{result.n_samples} samples per record",
         claim=run.claim,
-        bound=bound,
-        k_plus=k_plus,
-        k_minus=k_minus,
+        bound=bounds.steinke,
+        fdp_epsilon=bounds.fdp,
+        k_plus=bounds.k_plus,
+        k_minus=bounds.k_minus,
         broken=settings.broken,
+        guess_rule=bounds.rule,
         train_seconds=run.seconds,
         seconds=time.perf_counter() - start,
         scores=np.asarray(result.scores),

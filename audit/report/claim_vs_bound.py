@@ -1,5 +1,5 @@
-"""Claimed epsilon against the empirical lower bound of ``--audit`` runs: a table and a figure,
-only for runs with audited rows (``epsilon_lower``, :mod:`audit.empirical.cell_audit`)."""
+"""Claimed epsilon against the empirical lower bounds of ``--canary-audit`` runs: a table and a
+figure, only for runs with audited rows (``epsilon_lower``, :mod:`audit.empirical.cell_audit`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ CELL = ["mech", "param_name", "param_value", "seed"]
 AUDIT = [
     "epsilon",
     "epsilon_lower",
+    "epsilon_lower_estimator",
+    "epsilon_lower_fdp",
+    "epsilon_lower_input_fdp",
     "epsilon_lower_kind",
     "epsilon_lower_m",
     "epsilon_lower_ceiling",
@@ -38,10 +41,10 @@ def claim_vs_bound_table(cells: pd.DataFrame) -> str:
     ceiling (the most that audit could prove), and the input-canary bound with its m where the
     cell ran one (DP-SGD mechanisms)."""
     head = (
-        "| mech | param | seed | claimed ε | lower bound | audit | M or m | ceiling | "
-        "input-canary bound (m) |"
+        "| mech | param | seed | claimed ε | lower bound | estimator | f-DP bound | audit | "
+        "M or m | ceiling | input-canary bound (m) | input f-DP |"
     )
-    lines = [head, "|" + " --- |" * 9]
+    lines = [head, "|" + " --- |" * 12]
     for c in cells.itertuples(index=False):
         label = param_label(c.mech, c.param_name, c.param_value)
         inp = (
@@ -51,16 +54,29 @@ def claim_vs_bound_table(cells: pd.DataFrame) -> str:
         )
         lines.append(
             f"| {c.mech} | {label} | {c.seed} | {c.epsilon:.4g} | {c.epsilon_lower:.4g} | "
+            f"{c.epsilon_lower_estimator or '-'} | {_value(c.epsilon_lower_fdp)} | "
             f"{c.epsilon_lower_kind} | {int(c.epsilon_lower_m)} | {c.epsilon_lower_ceiling:.4g} "
-            f"| {inp} |"
+            f"| {inp} | {_value(c.epsilon_lower_input_fdp)} |"
         )
     return "\n".join(lines)
 
 
+def _value(x: float) -> str:
+    return f"{x:.4g}" if np.isfinite(x) else "-"
+
+
+#: The estimators drawn besides the main lower bound: column, label, marker.
+OTHER_ESTIMATORS = (
+    ("epsilon_lower_fdp", "one-run f-DP", "D-."),
+    ("epsilon_lower_input", "input canaries (one-run)", "^:"),
+    ("epsilon_lower_input_fdp", "input canaries (f-DP)", "v:"),
+)
+
+
 def claim_vs_bound_figure(cells: pd.DataFrame, *, title: str) -> Figure:
-    """One panel per mechanism: claimed ε and the lower bound (mean over seeds) against the
-    mechanism's parameter, log-scaled ε; the ceiling dotted. Bounds of 0 are not drawn on the
-    log scale (the table lists them)."""
+    """One panel per mechanism: claimed ε and every estimator's lower bound (mean over seeds)
+    against the mechanism's parameter, log-scaled ε; the ceiling dotted. Bounds of 0 are not
+    drawn on the log scale (the table lists them)."""
     mechs = sorted(cells["mech"].unique())
     fig = Figure(figsize=(4.2 * len(mechs), 3.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(mechs), squeeze=False)[0])
@@ -71,16 +87,19 @@ def claim_vs_bound_figure(cells: pd.DataFrame, *, title: str) -> Figure:
         color = mech_color(mech)
         ax.plot(x, mean["epsilon"], "o-", color=color, label="claimed ε")
         shown = mean["epsilon_lower"] > 0
-        ax.plot(x[shown], mean["epsilon_lower"][shown], "s--", color=color, label="lower bound")
-        inputs = group["epsilon_lower_input"].mean()
-        if (inputs > 0).any():
-            ax.plot(
-                x[inputs > 0],
-                inputs[inputs > 0],
-                "^:",
-                color=color,
-                label="lower bound (input canaries)",
-            )
+        estimators = cells.loc[cells["mech"] == mech, "epsilon_lower_estimator"]
+        named = ", ".join(sorted({str(e) for e in estimators if isinstance(e, str) and e}))
+        ax.plot(
+            x[shown],
+            mean["epsilon_lower"][shown],
+            "s--",
+            color=color,
+            label=f"lower bound ({named or 'audit'})",
+        )
+        for column, label, style in OTHER_ESTIMATORS:
+            values = group[column].mean()
+            if (values > 0).any():
+                ax.plot(x[values > 0], values[values > 0], style, color=color, label=label)
         ceiling = mean["epsilon_lower_ceiling"] > 0
         ax.plot(
             x[ceiling], mean["epsilon_lower_ceiling"][ceiling], ":", color="grey", label="ceiling"

@@ -81,7 +81,7 @@ def test_existing_cells_keep_their_hashes():
     assert cell.options == (("profile_name", "quick"), ("data_sha256", "d" * 64))
     assert cell.mech_options == CdpOptions(clip_norm=1.0)  # typed, hashed as before
     assert cell.attacks == ("reconstruction",) and "attacks" not in cell.canonical()
-    assert not cell.audit and "audit" not in cell.canonical()  # --audit off: hashed as before
+    assert not cell.audit and "audit" not in cell.canonical()  # audit off: hashed as before
     assert cell.config_hash == "66dd7f7af31e5a2f"
     base = CellConfig("digits", MechanismName.NONE, "none", None, 3, QUICK, cell.options[:1])
     assert base.config_hash == "94f20125862347e4"

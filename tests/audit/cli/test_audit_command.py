@@ -26,6 +26,11 @@ import benchmark
             ["--mech", "cdp", "--grid", "1", "--canaries", "10", "--k-plus", "9", "--k-minus", "9"],
             "k_plus",
         ),
+        (["--mech", "ldp", "--grid", "1", "--runs", "4", "--out", "x"], "--runs applies to cdp"),
+        (["--mech", "cdp", "--grid", "1", "--runs", "1", "--out", "x"], "--runs must be"),
+        (["--mech", "cdp", "--grid", "1", "--runs", "4"], "--runs needs --out"),
+        (["--mech", "cdp", "--grid", "1", "--out", "x"], "apply with --runs R only"),
+        (["--mech", "cdp", "--grid", "1", "--guess-rule", "half"], "invalid choice: 'half'"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(argv, message, capsys) -> None:
@@ -33,6 +38,20 @@ def test_bad_input_is_one_line_and_status_2(argv, message, capsys) -> None:
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.startswith("error:") and message in err and "\n" not in err
+
+
+def test_vae_ldp_takes_the_documented_delta(capsys) -> None:
+    argv = ["audit", "--dataset", "digits", "--mech", "vae-ldp", "--grid", "100"]
+    code = benchmark.main([*argv, "--draws", "200", "--delta", "1e-5"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0 and out[0] == "delta = 1e-05 (--delta)"
+    float(out[-1])
+
+
+def test_help_shows_one_percent_sign(capsys) -> None:
+    assert benchmark.main(["audit", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "95 % confidence" in out and "%%" not in out
 
 
 def test_ldp_prints_both_claims_and_the_bare_bound_last(capsys) -> None:

@@ -1,4 +1,5 @@
-"""A sweep cell's audit (``--audit``): which audit each mechanism gets, and the columns it fills."""
+"""A sweep cell's audit (``--canary-audit``): which audit each mechanism gets, and the columns it
+fills."""
 
 from __future__ import annotations
 
@@ -23,9 +24,9 @@ def _claim(delta: float) -> PrivacyClaim:
     return PrivacyClaim(epsilon=5.0, delta=delta, method="test", accountant="test")
 
 
-def test_the_columns_are_seven_consecutive_row_columns():
+def test_the_columns_are_ten_consecutive_row_columns():
     start = COLUMNS.index("epsilon_lower")
-    assert tuple(NOT_AUDITED.columns()) == COLUMNS[start : start + 7]
+    assert tuple(NOT_AUDITED.columns()) == COLUMNS[start : start + 10]
     assert math.isnan(NOT_AUDITED.bound) and NOT_AUDITED.kind == ""
 
 

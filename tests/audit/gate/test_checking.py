@@ -155,7 +155,7 @@ def test_an_entry_for_an_attack_the_cells_did_not_run_is_not_expected(tmp_path, 
 
 def _with_bounds(frame: pd.DataFrame, ldp_bound: float) -> pd.DataFrame:
     """Claims and lower bounds: ldp's claim 3.0 with bound ``ldp_bound``, cdp's 2.0 with 0.5,
-    none unaudited (NaN), as ``--audit`` writes them."""
+    none unaudited (NaN), as ``--canary-audit`` writes them."""
     frame = frame.copy()
     frame["epsilon"] = frame.mech.map({"none": math.inf, "cdp": 2.0, "ldp": 3.0})
     frame["epsilon_lower"] = frame.mech.map({"none": math.nan, "cdp": 0.5, "ldp": ldp_bound})

@@ -138,7 +138,7 @@ def test_a_baseline_at_chance_is_said_not_hidden(tmp_path):
 
 
 def _audited(frame):
-    """``--audit`` columns: private cells bounded at 40 % of their claim, the baseline not."""
+    """``--canary-audit`` columns: private cells bounded at 40 % of their claim, baseline not."""
     private = frame["mech"] != "none"
     return frame.assign(
         epsilon_lower=np.where(private, 0.4 * frame["epsilon"], math.nan),
