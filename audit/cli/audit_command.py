@@ -78,6 +78,26 @@ def build_audit_parser() -> argparse.ArgumentParser:
         help="one-run: bottom scores guessed out (default: rule)",
     )
     p.add_argument(
+        "--input-design",
+        default="uniform-noise",
+        choices=("uniform-noise", "blocks"),
+        help="input canaries: uniform-noise records or blocks (random black-and-white 5x5 "
+        "patterns, images only: out of distribution and memorisable) (default uniform-noise)",
+    )
+    p.add_argument(
+        "--reference-model",
+        action="store_true",
+        help="input canaries: score minus the same attack's score on a model trained without "
+        "canaries (one more training)",
+    )
+    p.add_argument(
+        "--clip-norm",
+        type=float,
+        default=None,
+        help="cdp, cdp-termwise, dp2vae: the clip norm C of the audited runs (the claim does "
+        "not depend on it; default the mechanism's)",
+    )
+    p.add_argument(
         "--guess-rule",
         default="design",
         choices=("design", "quarter"),
@@ -139,6 +159,9 @@ class AuditRequest:
     k_plus: int | None = None
     k_minus: int | None = None
     guess_rule: str = "design"
+    input_design: str = "uniform-noise"
+    reference_model: bool = False
+    clip_norm: float | None = None
     runs: int | None = None
     out: Path | None = None
     executor: str = "local"
@@ -174,7 +197,13 @@ class AuditRequest:
                 raise ValueError("--runs needs --out DIR (where the runs' scores are cached)")
             if self.canary_kind != "gradient":
                 raise ValueError("--runs audits gradient canaries only; drop --canary-kind")
-        elif self.out is not None or self.executor != "local":
+        if self.mech not in ONE_RUN and (self.clip_norm is not None or self.reference_model):
+            raise ValueError(f"--clip-norm/--reference-model apply to {one_run} only")
+        if self.clip_norm is not None and not (
+            math.isfinite(self.clip_norm) and self.clip_norm > 0
+        ):
+            raise ValueError(f"--clip-norm must be a positive number, got {self.clip_norm!r}")
+        if self.runs is None and (self.out is not None or self.executor != "local"):
             raise ValueError("--out and --executor apply with --runs R only")
         if self.mech in ONE_RUN and self.draws is not None:
             raise ValueError(f"--draws applies to ldp and vae-ldp; {self.mech} takes --canaries")
@@ -200,15 +229,23 @@ def _cell_and_data(args: AuditRequest):
         param_value=args.grid,
         seed=args.seed,
         profile=profile,
-        # vae-ldp's audit reads --delta itself (its options take no delta)
-        mech_options=dict(
-            build_options([mech], {"delta": args.delta} if args.mech in ONE_RUN else {})
-        ).get(mech),
+        mech_options=dict(build_options([mech], _given_options(args))).get(mech),
     )
     dataset = load_dataset(args.dataset, data_home=args.data_home)
     get_mechanism(mech).check_modality(dataset.shape)
     split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=args.seed)
     return cell, cell_data(dataset, split, cell)
+
+
+def _given_options(args: AuditRequest) -> dict:
+    """The mechanism options the request sets: --delta and --clip-norm for the DP-SGD
+    mechanisms (vae-ldp's audit reads --delta itself: its options take no delta)."""
+    if args.mech not in ONE_RUN:
+        return {}
+    given = {"delta": args.delta}
+    if args.clip_norm is not None:
+        given["clip_norm"] = args.clip_norm
+    return given
 
 
 def _local_lines(audit: LocalAudit) -> list[str]:
@@ -277,6 +314,8 @@ def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
         k_minus=args.k_minus,
         seed=args.seed,
         guess_rule=args.guess_rule,
+        input_design=args.input_design,
+        reference=args.reference_model,
     )
     if args.runs is not None:
         return _run_multi(args, settings)
@@ -325,7 +364,7 @@ def _run_multi(args: AuditRequest, settings) -> tuple[list[str], float]:
         param_value=args.grid,
         seed=args.seed,
         profile=profile_for_dataset(ProfileName(args.profile), args.dataset),
-        mech_options=dict(build_options([mech], {"delta": args.delta})).get(mech),
+        mech_options=dict(build_options([mech], _given_options(args))).get(mech),
     )
     dataset = load_dataset(args.dataset, data_home=args.data_home)
     get_mechanism(mech).check_modality(dataset.shape)

@@ -64,6 +64,7 @@ from audit.config import CellConfig, MechanismName
 from audit.empirical.bounds import CONFIDENCE, OneRunBound, one_run_epsilon_bound
 from audit.empirical.estimators import one_run_fdp_epsilon
 from audit.empirical.guesses import GuessRule, design_guesses, quarter_guesses
+from audit.empirical.input_canaries import InputDesign, input_canaries
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.mechanisms.mechanism import Mechanism
 from audit.privacy.claim import PrivacyClaim
@@ -98,7 +99,10 @@ class OneRunSettings:
     claim before any score is seen; ``quarter``, m/4 each).
 
     ``canary_norm``: a gradient canary's norm before clipping, in units of C (> 1, so that the
-    clipping is exercised: a clipped canary has norm C).
+    clipping is exercised: a clipped canary has norm C). ``input_design``: what input canaries
+    are (:mod:`audit.empirical.input_canaries`); ``reference``: input canaries' scores minus
+    their scores on a model trained without canaries (one more training; the adversary of DP
+    knows every other record, so may train that model).
     """
 
     kind: CanaryKind = CanaryKind.GRADIENT
@@ -110,10 +114,13 @@ class OneRunSettings:
     confidence: float = CONFIDENCE
     broken: Broken = Broken.NONE
     guess_rule: GuessRule = GuessRule.DESIGN
+    input_design: InputDesign = InputDesign.UNIFORM_NOISE
+    reference: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CanaryKind(self.kind))
         object.__setattr__(self, "guess_rule", GuessRule(self.guess_rule))
+        object.__setattr__(self, "input_design", InputDesign(self.input_design))
         object.__setattr__(self, "broken", Broken(self.broken))
         m = self.canaries
         if isinstance(m, bool) or not isinstance(m, int) or m < 2:
@@ -429,44 +436,31 @@ def _clip_norm(cell: CellConfig) -> float:
     return DEFAULT_CLIP_NORM if value is None else float(value)
 
 
-def input_canaries(data: CellData, m: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """m canary records: i.i.d. uniform values (seeded) in the records' range ([0, 1] for
-    images, [-1, 1] for series) with uniformly drawn labels."""
-    gen = torch_generator(seed, TAG, "input-canaries")
-    x = torch.rand((m, *data.shape), generator=gen, dtype=data.train[0].dtype)
-    low = float(data.train[0].min())
-    if low < 0:  # series live in [-1, 1]
-        x = 2 * x - 1
-    y = torch.randint(data.num_classes, (m,), generator=gen)
-    return x, y
-
-
 def _audit_input(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
     start = time.perf_counter()
-    mech = get_mechanism(cell.mech)
     included = _included(settings)
-    cx, cy = input_canaries(data, settings.canaries, settings.seed)
+    design = settings.input_design
+    cx, cy = input_canaries(data, settings.canaries, settings.seed, design=design, tag=TAG)
     keep = torch.as_tensor(included)
     train = (torch.cat([data.train[0], cx[keep]]), torch.cat([data.train[1], cy[keep]]))
     with_canaries = replace(data, train=train, train_index=None)
     run = extra_run(cell, with_canaries, ctx, Switches(settings.broken))
-    name = INPUT_CANARY_ATTACK[mech.release]
-    modality = record_modality(data.shape)
-    attack = build_attack(
-        name,
-        seed=derive_seed(cell.seed, Purpose.ATTACK, TAG),
-        device=ctx.device,
-        settings=attack_settings(attack_samples=cell.profile.attack_samples, modality=modality),
-    )
-    release = Release.of_kind(mech.release, model=run.model, samples=None)
-    results = attack.run_release(release, AttackData(x=cx, y=cy, is_member=included))
-    result = next(iter(results.values()))  # the attack's first (primary) result
-    bounds = _bound(result.scores, included, settings, run.claim)
+    records = AttackData(x=cx, y=cy, is_member=included)
+    result = _attack_canaries(cell, run.model, records, ctx)
+    scores = np.asarray(result.scores, dtype=np.float64)
+    reference_s = 0.0
+    if settings.reference:  # the same attack on a model trained without any canary
+        plain = replace(cell, seed=derive_seed(cell.seed, TAG, "reference") % 2**31)
+        ref = extra_run(plain, data, ctx, Switches(settings.broken))
+        scores = scores - np.asarray(_attack_canaries(cell, ref.model, records, ctx).scores)
+        reference_s = ref.seconds
+    bounds = _bound(scores, included, settings, run.claim)
     variant = getattr(result.variant, "value", result.variant)
+    calibrated = ", minus its score on a reference model trained without canaries"
     return OneRunAudit(
         kind=CanaryKind.INPUT,
-        score=f"{name} attack ({result.distance.value}, {variant}), "
-        f"{result.n_samples} samples per record",
+        score=f"{result.attack} attack ({result.distance.value}, {variant}), "
+        f"{result.n_samples} samples per record{calibrated if settings.reference else ''}",
         claim=run.claim,
         bound=bounds.steinke,
         fdp_epsilon=bounds.fdp,
@@ -474,9 +468,27 @@ def _audit_input(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
         k_minus=bounds.k_minus,
         broken=settings.broken,
         guess_rule=bounds.rule,
-        train_seconds=run.seconds,
+        train_seconds=run.seconds + reference_s,
         seconds=time.perf_counter() - start,
-        scores=np.asarray(result.scores),
+        scores=scores,
         included=included,
-        extra={"n_train_with_canaries": len(train[0]), "canaries": "uniform-noise records"},
+        extra={"n_train_with_canaries": len(train[0]), "canaries": f"{design.value} records"},
     )
+
+
+def _attack_canaries(cell: CellConfig, model: torch.nn.Module, records: AttackData, ctx):
+    """The release's input-canary attack (:data:`INPUT_CANARY_ATTACK`) on ``records``: its
+    first (primary) result, seeded from the cell's attack seed."""
+    mech = get_mechanism(cell.mech)
+    name = INPUT_CANARY_ATTACK[mech.release]
+    attack = build_attack(
+        name,
+        seed=derive_seed(cell.seed, Purpose.ATTACK, TAG),
+        device=ctx.device,
+        settings=attack_settings(
+            attack_samples=cell.profile.attack_samples,
+            modality=record_modality(records.x.shape[1:]),
+        ),
+    )
+    release = Release.of_kind(mech.release, model=model, samples=None)
+    return next(iter(attack.run_release(release, records).values()))
