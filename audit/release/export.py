@@ -16,11 +16,18 @@ from pathlib import Path
 
 from torch import nn
 
+from attacks import Release
 from attacks.threat import ReleaseKind
 from audit import io
 from audit.datasets import load_dataset, stratified_split
 from audit.mechanisms import get_mechanism
-from audit.pipeline import attack_set, cell_data, reference_records
+from audit.pipeline import (
+    attack_set,
+    cell_data,
+    reference_records,
+    released_samples,
+    unmet_attacks,
+)
 from audit.report.grids import load_model
 from audit.results import cell_path, load_cell_config
 from models.factory import model_family
@@ -98,6 +105,10 @@ def export_cell(
         io.save_npz(out / f"{name}.npz", {"X": x.numpy(), "y": y.numpy()})
     io.save_state(out / "model.pt", {"model": model.state_dict()})
     kind = get_mechanism(cell.mech).release
+    release = Release.of_kind(
+        kind, model=model, samples=released_samples(gen_x, gen_y), reference=reference
+    )
+    ran = tuple(n for n in cell.attacks if n not in unmet_attacks(cell, release))
     meta = {
         "cell": config_hash,
         "record_shape": list(dataset.shape),
@@ -107,10 +118,16 @@ def export_cell(
     }
     io.write_json(out / RELEASE_FILE, meta)
     io.write_text(out / MODULE, ENTRY_POINTS)
-    return ExportedRelease(out, kind, tuple(_argv(out, cell, kind, reference is not None)))
+    return ExportedRelease(out, kind, tuple(_argv(out, cell, kind, ran, reference is not None)))
 
 
-def _argv(out: Path, cell, kind: ReleaseKind, has_reference: bool) -> list[str]:  # noqa: ANN001
+def _argv(
+    out: Path,
+    cell,
+    kind: ReleaseKind,
+    ran: tuple[str, ...],
+    has_reference: bool,  # noqa: ANN001
+) -> list[str]:
     argv = ["attack", "--members", str(out / "members.npz")]
     argv += ["--non-members", str(out / "non-members.npz")]
     if has_reference:
@@ -120,7 +137,7 @@ def _argv(out: Path, cell, kind: ReleaseKind, has_reference: bool) -> list[str]:
         argv += ["--vae", f"{out / MODULE}:vae"]
     elif kind is ReleaseKind.DECODER_ONLY:
         argv += ["--decoder", f"{out / MODULE}:decoder"]
-    argv += ["--attack", *cell.attacks, "--attack-samples", str(cell.profile.attack_samples)]
+    argv += ["--attack", *ran, "--attack-samples", str(cell.profile.attack_samples)]
     return [*argv, "--seed", str(cell.seed), "--name", cell.dataset]
 
 
