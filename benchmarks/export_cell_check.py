@@ -26,9 +26,12 @@ def main(out: Path, sweep_flags: list[str]) -> int:
     if code:
         return code
     sweep = pd.read_csv(out / "sweep" / "runs.csv")
+    data_home = None
+    if "--data-home" in sweep_flags:
+        data_home = Path(sweep_flags[sweep_flags.index("--data-home") + 1])
     mismatches = 0
     for digest, rows in sweep.groupby("config_hash", sort=False):
-        exported = export_cell(out / "sweep", digest, out / f"export-{digest}")
+        exported = export_cell(out / "sweep", digest, out / f"export-{digest}", data_home=data_home)
         audit_dir = out / f"audit-{digest}"
         code = benchmark.main([*exported.argv, "--out", str(audit_dir), "--no-progress"])
         if code:
