@@ -22,7 +22,7 @@ from attacks.attack import AttackSettings
 from attacks.distances import distances_for
 from attacks.registry import available_attacks, get_attack
 from attacks.threat import Capability, ReleaseKind, Threat
-from audit.rows import LEGACY_ATTACK
+from audit.rows import PAPER_ATTACK
 from dpvae_core.records import Modality
 
 SWEEP_ATTACKS: tuple[str, ...] = (
@@ -38,17 +38,11 @@ reconstruction attack first."""
 SIDE_KNOWLEDGE: frozenset[Capability] = frozenset({Capability.REFERENCE_RECORDS})
 """What the sweep's attacker holds besides the release: reference records, no reference models."""
 
-DEFAULT_ATTACKS: tuple[str, ...] = (LEGACY_ATTACK,)
+DEFAULT_ATTACKS: tuple[str, ...] = (PAPER_ATTACK,)
 """What a cell runs without ``--attack`` when its release allows it: the reconstruction attack
 alone, until the other attacks have calibrated gate thresholds and fit CI's time budget (issue
 15). A release it cannot attack (decoder only, samples only) runs every attack of
 :data:`SWEEP_ATTACKS` it allows instead; ``--attack NAME ...`` picks any of them."""
-
-LEGACY_ATTACKS: tuple[str, ...] = (LEGACY_ATTACK,)
-"""What every cell ran before cells listed their attacks: a cell with exactly this list leaves
-it out of its canonical config (:meth:`audit.config.CellConfig.canonical`), so those cells keep
-their hashes and are reused. Frozen: it names the past, not the sweep's current list."""
-
 
 def runs_against(attack: Threat, kind: ReleaseKind) -> bool:
     """Whether ``attack``'s needs are met by a release of ``kind`` plus :data:`SIDE_KNOWLEDGE`."""

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from audit.attack_plan import LEGACY_ATTACKS, calibrates, check_requested
+from audit.attack_plan import DEFAULT_ATTACKS, calibrates, check_requested
 from audit.datasets import check_dataset_name, resolve_window_stride
 from audit.executors import ExecutorName, RaySettings
 from audit.options import MechanismOptions
+from dpvae_core.digests import json_digest
 from dpvae_core.validation import check_device_name, parse_enum
 
 
@@ -40,11 +40,10 @@ class Profile:
     is what lets a VAE memorise, which is what the attack detects (see README).
     ``gen_records``: |D_gen|, the generated records the utility classifier trains on, independent
     of |D_train| (labels follow D_train's class shares; see :func:`models.generation.gen_labels`).
-    None is the old rule, |D_gen| = |D_train|, kept so that cells run before the setting existed
-    keep their hashes (:meth:`CellConfig.canonical` leaves a None out); every profile sets it.
+    None means |D_gen| = |D_train|; every profile sets it.
     ``reference_models``: R, the reference VAEs the attacker trains for the calibrated variants
-    (:mod:`audit.reference_models`; quick 2, standard 4, paper 8); 0 or None trains none. It is
-    in the hash of the cells whose attacks calibrate only (:meth:`CellConfig.canonical`).
+    (:mod:`audit.reference_models`; quick 2, standard 4, paper 8); 0 or None trains none. A
+    cell whose attacks do not calibrate is hashed with 0 (:meth:`CellConfig.canonical`).
     """
 
     epochs: int
@@ -181,9 +180,45 @@ def profile_for_dataset(name: ProfileName, dataset: str) -> Profile:
     return replace(profile, max_train=cap)
 
 
+#: The version of the cell cache: what a cell's canonical config holds and how it is hashed.
+#: It is in every cell's config (so in its hash) and in ``OUT/run.json``; cells and runs of
+#: another version are refused with one line (:func:`check_cache_schema`). Raise it when a change
+#: alters what a cell's config means; no compatibility branch keeps old hashes alive.
+CACHE_SCHEMA = 2
+
+
+def check_cache_schema(config: Mapping[str, Any], where: object) -> None:
+    """Refuse ``config`` (a cell's canonical config or a run's settings, read from ``where``)
+    unless it was written by this :data:`CACHE_SCHEMA`, in one line that says what to do."""
+    found = config.get("cache_schema", 1)  # cells and runs before the version existed: 1
+    if found != CACHE_SCHEMA:
+        raise ValueError(
+            f"{where} was written by cache schema {found} and this code reads {CACHE_SCHEMA}; "
+            "rerun its sweep into a fresh --out (or delete that directory first)"
+        )
+
+
 #: Cell options that say how the run and its data were set up (not a mechanism's): the profile's
 #: name, a windowed dataset's stride, the data's content hash.
 RUN_OPTIONS = ("profile_name", "window_stride", "data_sha256")
+
+
+#: The settings every cell's identity holds; any other is in it only where not at its default.
+IDENTITY_FIELDS = ("dataset", "mech", "param_name", "param_value", "seed", "profile", "options")
+
+
+def _set_fields(obj: Any, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+    """``obj``'s dataclass fields (not in ``skip``) as a dict, leaving out those at their default
+    (a zero ``reference_models`` counts as its default, None: no reference models)."""
+    out = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if f.name in skip or (f.default is not MISSING and value == f.default):
+            continue
+        if f.name == "reference_models" and not value:
+            continue
+        out[f.name] = value
+    return out
 
 
 @dataclass(frozen=True)
@@ -192,12 +227,11 @@ class CellConfig:
 
     ``options``: the run's (name, value) facts of :data:`RUN_OPTIONS`; ``mech_options``: the
     mechanism's typed options (None: all defaults). Both go into the hash as one ``options``
-    mapping (run facts and the options set), as cells have always been hashed.
+    mapping (run facts and the options set).
     ``attacks``: the registered attacks the cell runs, in the sweep's order
     (:func:`audit.attack_plan.plan_attacks`).
     ``audit``: run the mechanism's empirical audit in the cell (``--canary-audit``;
-    :mod:`audit.empirical.cell_audit`); in the hash only when set, since its result is in the
-    cell's rows.
+    :mod:`audit.empirical.cell_audit`); its result is in the cell's rows.
     """
 
     dataset: str
@@ -208,7 +242,7 @@ class CellConfig:
     profile: Profile
     options: tuple[tuple[str, Any], ...] = ()
     mech_options: MechanismOptions | None = None
-    attacks: tuple[str, ...] = LEGACY_ATTACKS
+    attacks: tuple[str, ...] = DEFAULT_ATTACKS
     audit: bool = False
 
     def __post_init__(self) -> None:
@@ -219,31 +253,35 @@ class CellConfig:
                 "a mechanism's options go in mech_options"
             )
 
-    def canonical(self) -> dict[str, Any]:
-        """The cell's identity as plain JSON data (what :attr:`config_hash` digests).
-
-        Settings that did not exist when older cells ran are left out at the value those cells
-        had, so they keep their hashes: a None ``gen_records`` (|D_gen| = |D_train|), the
-        attack list :data:`~audit.attack_plan.LEGACY_ATTACKS` (the reconstruction attack alone),
-        and ``reference_models`` where the cell trains none (:attr:`reference_models`).
-        The mechanism's typed options join the run facts in one ``options`` mapping, as cells
-        have always been hashed.
+    def identity(self) -> dict[str, Any]:
+        """What the cell computes, as plain JSON data, whatever the cache schema: the grid point,
+        the profile, the run facts and the mechanism's options (one ``options`` mapping), and
+        each further setting that differs from its default. A setting at its default is left out
+        (of the profile too), so that adding a setting never changes the identity, or the noise
+        (:attr:`noise_key`), of a cell that does not use it. ``reference_models`` counts as the
+        models the cell really trains (:attr:`reference_models`: none where no attack of the
+        cell calibrates, so that R never splits cells it cannot change).
         """
-        body = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "mech_options"}
-        body["profile"] = asdict(self.profile)
+        body = {name: getattr(self, name) for name in IDENTITY_FIELDS}
         body["mech"] = self.mech.value
         body["options"] = {**dict(self.options), **self.mech_settings()}
-        if body["profile"]["gen_records"] is None:  # the old rule; older cells keep their hash
-            del body["profile"]["gen_records"]
-        if not self.reference_models:  # no reference models: what every older cell had
-            del body["profile"]["reference_models"]
-        if tuple(self.attacks) == LEGACY_ATTACKS:  # what every older cell ran
-            del body["attacks"]
-        else:
+        body["profile"] = _set_fields(replace(self.profile, reference_models=self.reference_models))
+        body.update(_set_fields(self, skip={*IDENTITY_FIELDS, "mech_options"}))
+        if "attacks" in body:
             body["attacks"] = list(self.attacks)
-        if not self.audit:  # cells run without --canary-audit keep their hashes
-            del body["audit"]
         return body
+
+    def canonical(self) -> dict[str, Any]:
+        """The cell's :meth:`identity` with the :data:`CACHE_SCHEMA`: what a cell directory's
+        ``config.json`` holds and :attr:`config_hash` digests."""
+        return {**self.identity(), "cache_schema": CACHE_SCHEMA}
+
+    @property
+    def noise_key(self) -> str:
+        """What keys the cell's noise draws (DP noise, local perturbations, term-wise partitions):
+        16 hex digits of its :meth:`identity`, so that two cells never share a draw and a new
+        cache schema redraws nothing."""
+        return json_digest(self.identity())
 
     @property
     def reference_models(self) -> int:
@@ -257,8 +295,7 @@ class CellConfig:
 
     @property
     def config_hash(self) -> str:
-        text = json.dumps(self.canonical(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return json_digest(self.canonical())
 
     def option(self, name: str, default: Any = None) -> Any:
         """A run option (:data:`RUN_OPTIONS`) of the cell."""

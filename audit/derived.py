@@ -16,7 +16,6 @@ from audit.config import MechanismName
 from audit.rows import RESULT_KEY
 from audit.tradeoff import above_chance, phi_score
 
-NONE = MechanismName.NONE.value
 
 def _baseline(frame: pd.DataFrame, row: Any) -> pd.DataFrame:
     """The rows of ``row``'s baseline cell with the same attack result (attack, distance,
@@ -45,7 +44,7 @@ def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
 
 
 def _phi(frame: pd.DataFrame, row: Any) -> float:
-    if row.mech == NONE:
+    if row.mech == MechanismName.NONE.value:
         return math.nan
     base = _baseline(frame, row)
     if base.empty:
@@ -87,7 +86,7 @@ def _phi_worst(frame: pd.DataFrame, row: Any) -> float:
     """phi of the row's cell at its held-out worst case (``worst_mi_ap``: the attack picked on
     one half of D_atk, measured on the other) against the baseline cell's held-out worst case;
     NaN where either is unknown."""
-    if row.mech == NONE or "worst_mi_ap" not in frame:
+    if row.mech == MechanismName.NONE.value or "worst_mi_ap" not in frame:
         return math.nan
     base = frame[frame.config_hash == row.baseline_hash]
     if base.empty:

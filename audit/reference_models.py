@@ -52,6 +52,7 @@ from torch import nn
 
 from attacks.threat import Records
 from audit import io
+from dpvae_core.digests import json_digest
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
 from models.factory import model_family
@@ -133,8 +134,7 @@ class ReferenceSpec:
     @property
     def key(self) -> str:
         """16 hex digits naming the cache folder."""
-        text = json.dumps(self.canonical(), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return json_digest(self.canonical())
 
     def describe(self) -> str:
         """One line for a row's notes."""

@@ -30,8 +30,7 @@ class Row:
         worst_case: True on the one row of the cell whose (attack, distance, variant)
             :func:`attacks.worst_case.held_out_worst_case` picks (highest MI AP on a seeded half
             of D_atk, seeded from the cell's attack seed), False on the others; None where D_atk
-            holds fewer than two members or non-members. Cells written before the column
-            existed read as NaN (unknown; they never made the held-out choice).
+            holds fewer than two members or non-members.
         worst_mi_ap, worst_tpr_at_fpr_1pct (cell): the chosen result's MI AP and TPR at FPR 1 %
             on the other half of D_atk, which played no part in the choice (unbiased, at half
             the records); the figures to read as the cell's worst case over its attacks.
@@ -43,10 +42,10 @@ class Row:
         train_test_gap: the target VAE's loss on real D_test minus on real D_train.
         acc_majority: the share of D_test's most common class, what a classifier that always
             answers that class scores (above ``acc_base`` = 1/#classes on unbalanced test sets:
-            0.278 on LFW20, George W Bush's share); NaN in older cells.
+            0.278 on LFW20, George W Bush's share).
         train_diverged: whether the target VAE's training diverged (a non-finite epoch loss, or
             one above :data:`audit.pipeline.DIVERGENCE_FACTOR` times the first epoch's): such a
-            row measures a broken model, and ``check`` fails it; None in older cells.
+            row measures a broken model, and ``check`` fails it.
         epsilon, delta, epsilon_method, accountant: the privacy claimed, and how.
         privacy_notes: ``key=value`` notes joined by ``"; "``, including what is released
             outside the accounting.
@@ -59,13 +58,13 @@ class Row:
         config_hash, code_version: the cell's identity and the code that ran it.
         attack_members, attack_nonmembers: D_atk's members and non-members.
         attack_nonfinite: records whose score was NaN or infinite (a diverged model's output),
-            ranked as :meth:`attacks.attack.AttackResult.with_finite_scores` says; 0 in older cells.
+            ranked as :meth:`attacks.attack.AttackResult.with_finite_scores` says.
         baseline_hash: the config hash of the cell's non-private baseline (phi's reference).
         epsilon_lower, epsilon_lower_kind, epsilon_lower_m, epsilon_lower_ceiling: the cell's
             empirical lower bound on epsilon at 95 % confidence (``--canary-audit``;
             :mod:`audit.empirical.cell_audit`), how it was obtained (``local-worst-case``,
             ``one-run-gradient``, ``not-audited``), its draws M per input or canaries m, and the
-            most that audit could prove; NaN / empty / 0 where not audited (and in older cells).
+            most that audit could prove; NaN / empty / 0 where not audited.
             For DP-SGD mechanisms these are the white-box bound (gradient canaries).
         epsilon_lower_estimator: the estimator of ``epsilon_lower`` (``one-run``: Steinke et
             al. 2023; ``local-worst-case``: Clopper-Pearson on worst-case inputs;
@@ -80,10 +79,10 @@ class Row:
             target VAE's codes of D_train (:func:`models.latent_metrics.latent_summary`): the
             Hoyer sparsity of the encoder means, and MMD^2 between one q(z | x) sample per
             record and the model's own prior (N(0, I), pinwheel's mixture), and the sparse
-            prior; NaN in older cells and where undefined.
+            prior; NaN where undefined.
         phi_worst (cell): phi of the cell's held-out worst case (``worst_mi_ap``) against its
             baseline's held-out worst case; filled when results are collected, NaN where
-            either cell has no worst case (older cells) or the utility axis is invalid.
+            either cell has no worst case or the utility axis is invalid.
     """
 
     dataset: str
@@ -173,8 +172,10 @@ GRID_POINT: tuple[str, ...] = ("dataset", "mech", "param_name", "param_value", "
 RESULT_KEY: tuple[str, ...] = ("attack", "distance", "variant")
 """What tells a cell's rows apart: one row per attack result."""
 
-LEGACY_ATTACK = "reconstruction"
-"""The attack of a row that names none: cells written before rows were keyed by attack ran the
-reconstruction attack alone."""
-LEGACY_VARIANT = "mean"
-"""The variant of a reconstruction row that names none (its only variant)."""
+PAPER_ATTACK = "reconstruction"
+"""The trade-off paper's attack: what a cell runs by default where its release allows it, what a
+threshold entry that names no attack limits, and the attack whose results the report labels by
+distance alone."""
+PLAIN_VARIANT = "mean"
+"""The reconstruction attack's only variant (a mean over latent samples), left out of its score
+keys."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import platform
@@ -23,7 +22,7 @@ from audit.attack_plan import plan_attacks
 from audit.config import CellConfig, MechanismName, SweepConfig
 from audit.datasets import Dataset, Split, dataset_modality, load_dataset, stratified_split
 from audit.executors import CellFailed, Executor, ExecutorName, make_executor
-from audit.mechanisms import CellData, Context, Mechanism, get_mechanism
+from audit.mechanisms import CellData, Context, DataFacts, Mechanism, get_mechanism
 from audit.options import MechanismOptions
 from audit.pipeline import (
     CellOutcome,
@@ -36,6 +35,7 @@ from audit.pipeline import (
 )
 from audit.reference_models import ReferenceModel, cached_models, save_trained
 from audit.results import CELLS_DIR, RUNS_CSV
+from dpvae_core.digests import short_digest
 from dpvae_core.progress import ProgressFactory, null_progress
 
 log = logging.getLogger(__name__)
@@ -107,10 +107,10 @@ def build_cells(
     The baseline of seed s is the cell of mechanism ``none`` with the same profile and seed; it
     comes first so that phi can be filled as soon as a private cell finishes. ``data_sha256``,
     the loaded data's :attr:`Dataset.content_hash`, goes into every cell's options (and hash),
-    so changed data never reuses a cell; None only to validate the cells before loading. Each
-    cell runs the attacks its mechanism's release allows (:func:`audit.attack_plan.plan_attacks`).
+    so changed data never reuses a cell. Each cell runs the attacks its mechanism's release
+    allows (:func:`audit.attack_plan.plan_attacks`). The options are checked by
+    :func:`check_sweep`, not here.
     """
-    check_options_apply(config)
     attacks = plan_attacks(
         config.attacks,
         {m.value: get_mechanism(m).release for m in (MechanismName.NONE, *config.mechs)},
@@ -121,7 +121,7 @@ def build_cells(
         base = CellConfig(
             config.dataset,
             MechanismName.NONE,
-            "none",
+            get_mechanism(MechanismName.NONE).param_name,
             None,
             seed,
             config.profile,
@@ -134,7 +134,6 @@ def build_cells(
                 continue
             mech = get_mechanism(name)
             options = config.options_for(name) or mech.options_type()
-            mech.validate_options(options, batch_size=config.profile.batch_size)
             for param_name, value in _grid(mech, config, options):
                 cell = CellConfig(
                     config.dataset,
@@ -152,7 +151,33 @@ def build_cells(
     return pairs
 
 
-def check_options_apply(config: SweepConfig) -> None:
+def check_sweep(config: SweepConfig, data: tuple[Dataset, dict[int, Split]] | None = None) -> None:
+    """Every check of a sweep's options, in one place, before any cell runs: that they apply
+    (:func:`_check_options_apply`), the attack plan, and each selected mechanism's
+    :meth:`~audit.mechanisms.mechanism.Mechanism.check_options` (its grid values, its options,
+    and, given the loaded ``data`` and its splits, the records' modality and sizes; |D_train| is
+    the smallest over the seeds after the ``max_train`` cap). Called without ``data`` before the
+    data is loaded, and with it after."""
+    _check_options_apply(config)
+    mechs = (MechanismName.NONE, *config.mechs)
+    plan_attacks(config.attacks, {m.value: get_mechanism(m).release for m in mechs})
+    facts = None if data is None else _data_facts(config, *data)
+    for name in config.mechs:
+        if name is MechanismName.NONE:
+            continue
+        mech = get_mechanism(name)
+        options = config.options_for(name) or mech.options_type()
+        grid = [value for _, value in _grid(mech, config, options)]
+        mech.check_options(options, grid=grid, batch_size=config.profile.batch_size, data=facts)
+
+
+def _data_facts(config: SweepConfig, dataset: Dataset, splits: dict[int, Split]) -> DataFacts:
+    cap = config.profile.max_train
+    n_train = min(len(s.train) if cap is None else min(cap, len(s.train)) for s in splits.values())
+    return DataFacts(record_shape=dataset.shape, n_train=n_train, epochs=config.profile.epochs)
+
+
+def _check_options_apply(config: SweepConfig) -> None:
     """Refuse options of mechanisms not selected, and a ``--grid`` that is ambiguous.
 
     Options are refused by name when no selected mechanism reads them as the command line
@@ -192,27 +217,6 @@ def check_options_apply(config: SweepConfig) -> None:
         )
 
 
-def validate_against_data(config: SweepConfig, dataset: Dataset, splits: dict[int, Split]) -> None:
-    """Check every selected mechanism's options against the loaded data, before any cell.
-
-    |D_train| is the smallest over the seeds after the ``max_train`` cap (what a cell trains on).
-    """
-    cap = config.profile.max_train
-    n_train = min(len(s.train) if cap is None else min(cap, len(s.train)) for s in splits.values())
-    for name in config.mechs:
-        if name is MechanismName.NONE:
-            continue
-        mech = get_mechanism(name)
-        mech.check_modality(dataset.shape)
-        mech.validate_for_data(
-            config.options_for(name) or mech.options_type(),
-            record_shape=dataset.shape,
-            n_train=n_train,
-            epochs=config.profile.epochs,
-            batch_size=config.profile.batch_size,
-        )
-
-
 def _grid(
     mech: Mechanism, config: SweepConfig, options: MechanismOptions
 ) -> list[tuple[str, float]]:
@@ -221,8 +225,6 @@ def _grid(
     if target is not None:
         return [("target_epsilon", float(target))]
     values = config.grid or mech.default_grid_for(dataset_modality(config.dataset))
-    for value in values:
-        mech.validate_value(value)
     return [(mech.param_name, value) for value in values]
 
 
@@ -239,7 +241,7 @@ def _acc_real_key(dataset: Dataset, cell: CellConfig, device: str) -> str:
 
 
 def _acc_real_path(out: Path, key: str) -> Path:
-    return out / "cache" / f"acc_real-{_digest(key)}.json"
+    return out / "cache" / f"acc_real-{short_digest(key)}.json"
 
 
 def _cached_acc_real(out: Path, key: str) -> float | None:
@@ -266,10 +268,6 @@ def _compute_acc_real(data: CellData, cell: CellConfig, ctx: Context) -> float:
     )
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def run_sweep(
     config: SweepConfig,
     *,
@@ -291,11 +289,10 @@ def run_sweep(
     others are, and :class:`SweepIncomplete` names the missing ones at the end. ``cell_fn``
     replaces :func:`compute_cell` (tests only: e.g. a worker that dies on its first attempt).
     """
-    build_cells(config)  # validates mechanisms and grid values before loading any data
+    check_sweep(config)  # before loading any data
     dataset = load_dataset(  # fails before any write
         config.dataset, data_home=config.data_home, window_stride=config.window_stride
     )
-    pairs = build_cells(config, data_sha256=dataset.content_hash)
     splits = {
         s: stratified_split(
             dataset.y,
@@ -305,7 +302,8 @@ def run_sweep(
         )
         for s in config.seeds
     }
-    validate_against_data(config, dataset, splits)
+    check_sweep(config, (dataset, splits))
+    pairs = build_cells(config, data_sha256=dataset.content_hash)
     out = Path(config.out)
     io.check_writable_dir(out)
     version = code_version()

@@ -217,7 +217,7 @@ class AuditRequest:
 def _cell_and_data(args: AuditRequest):
     from audit.config import CellConfig, MechanismName, ProfileName, profile_for_dataset
     from audit.datasets import load_dataset, stratified_split
-    from audit.mechanisms import build_options, get_mechanism
+    from audit.mechanisms import DataFacts, build_options, get_mechanism
     from audit.pipeline import cell_data
 
     mech = MechanismName(args.mech)
@@ -232,8 +232,13 @@ def _cell_and_data(args: AuditRequest):
         mech_options=dict(build_options([mech], _given_options(args))).get(mech),
     )
     dataset = load_dataset(args.dataset, data_home=args.data_home)
-    get_mechanism(mech).check_modality(dataset.shape)
     split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=args.seed)
+    mechanism = get_mechanism(mech)
+    n_train = len(split.train) if profile.max_train is None else profile.max_train
+    facts = DataFacts(dataset.shape, min(n_train, len(split.train)), profile.epochs)
+    mechanism.check_options(
+        mechanism.options_of(cell), grid=(args.grid,), batch_size=profile.batch_size, data=facts
+    )
     return cell, cell_data(dataset, split, cell)
 
 

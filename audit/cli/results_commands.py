@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from audit.check import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR
 from audit.cli.logs import configure_logging
 from audit.cli.parsing import Parser, add_verbosity
-from audit.gate import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR
 
 COMMANDS = ("report", "check")
 IMAGE_FORMATS = ("png", "pdf", "svg")
@@ -212,7 +212,7 @@ def run_report(request: ReportRequest) -> int:
 
 
 def run_check(request: CheckRequest) -> int:
-    from audit.gate import check_dir, format_violations
+    from audit.check import check_dir, format_violations
 
     result = check_dir(request.run_dir, request.thresholds)
     if result.violations:
@@ -239,7 +239,7 @@ def run_check(request: CheckRequest) -> int:
 
 
 def run_calibrate(request: CalibrateRequest) -> int:
-    from audit.gate import calibrate, write_thresholds
+    from audit.check import calibrate, write_thresholds
 
     doc = calibrate(
         request.run_dirs,

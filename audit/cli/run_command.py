@@ -38,7 +38,7 @@ def build_run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--mech",
         nargs="+",
-        default=["none"],
+        default=[MechanismName.NONE.value],
         metavar="MECH",
         help="mechanism(s): "
         + ", ".join(m.value for m in MechanismName)

@@ -26,8 +26,6 @@ Notes:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -47,6 +45,7 @@ from audit.empirical.estimators import (
 from audit.empirical.one_run import CanaryKind, OneRunSettings, audit_one_run
 from audit.executors import CellFailed, Executor
 from audit.mechanisms import Context
+from dpvae_core.digests import json_digest
 from dpvae_core.progress import null_progress
 from dpvae_core.seeding import derive_seed
 
@@ -65,11 +64,7 @@ class RunJob:
     @property
     def key(self) -> str:
         settings = {k: getattr(v, "value", v) for k, v in asdict(self.settings).items()}
-        text = json.dumps(
-            {"cell": self.cell.config_hash, "settings": settings, "run": self.index},
-            sort_keys=True,
-        )
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return json_digest({"cell": self.cell.config_hash, "settings": settings, "run": self.index})
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from audit.config import RUN_OPTIONS, CellConfig, MechanismName, Profile
+from audit.config import RUN_OPTIONS, CellConfig, MechanismName, Profile, check_cache_schema
 from audit.mechanisms.cdp import CentralDP
 from audit.mechanisms.cdp_termwise import TermwiseDP
 from audit.mechanisms.dp2vae import Dp2Vae
 from audit.mechanisms.ldp import LocalDP
-from audit.mechanisms.mechanism import CellData, Context, Mechanism, Prepared, Trained
+from audit.mechanisms.mechanism import CellData, Context, DataFacts, Mechanism, Prepared, Trained
 from audit.mechanisms.none import NoPrivacy
 from audit.mechanisms.vae_ldp import VaeLdp
 from audit.options import MechanismOptions, flag
@@ -100,7 +100,8 @@ def make_cell(
 def cell_from_canonical(body: Mapping[str, Any]) -> CellConfig:
     """The :class:`CellConfig` whose :meth:`~CellConfig.canonical` is ``body`` (a cell's
     ``config.json``): its options split into run facts and the mechanism's typed options, its
-    attack list (absent: the legacy list, reconstruction alone)."""
+    attack list. A config of another cache schema is refused (:func:`check_cache_schema`)."""
+    check_cache_schema(body, "a cell config")
     cell = make_cell(
         body["dataset"],
         body["mech"],
@@ -110,9 +111,10 @@ def cell_from_canonical(body: Mapping[str, Any]) -> CellConfig:
         Profile(**body["profile"]),
         body.get("options", {}),
     )
-    if "attacks" in body:
-        cell = replace(cell, attacks=tuple(body["attacks"]))
-    return cell
+    given = {k: body[k] for k in ("attacks", "audit") if k in body}  # else at their defaults
+    if "attacks" in given:
+        given["attacks"] = tuple(given["attacks"])
+    return replace(cell, **given)
 
 
 register(NoPrivacy())
@@ -125,6 +127,7 @@ register(Dp2Vae())
 __all__ = [
     "CellData",
     "Context",
+    "DataFacts",
     "Mechanism",
     "Prepared",
     "Trained",

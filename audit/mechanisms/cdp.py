@@ -20,6 +20,7 @@ from audit.mechanisms.mechanism import (
     Accounted,
     CellData,
     Context,
+    DataFacts,
     Mechanism,
     Prepared,
     Trained,
@@ -197,34 +198,32 @@ class CentralDP(Mechanism):
     accounting_type = CdpEpsilonParams
     per_example_gradients = True
 
-    def validate_options(self, options: MechanismOptions, *, batch_size: int) -> None:
-        """Check the cell's options before any work; the ValueError quotes the bad value."""
-        opts = self.typed(options)
+    def _check_options(
+        self, options: CdpOptions, *, batch_size: int, data: DataFacts | None
+    ) -> None:
+        """An objective DP-Adam's per-example clipping covers, and (with the data) Poisson
+        sampling's B <= |D_train| after the ``max_train`` cap."""
+        self._check_objective(options, batch_size=batch_size)
+        if data is None:
+            return
+        if batch_size > data.n_train:
+            raise ValueError(
+                f"{self.name.value}: --batch-size {batch_size} exceeds |D_train| = "
+                f"{data.n_train} (after the max-train cap); choose a batch size of at most "
+                f"{data.n_train}"
+            )
+        check_batch(n_train=data.n_train, batch_size=batch_size, epochs=data.epochs)
+
+    def _check_objective(self, options: CdpOptions, *, batch_size: int) -> None:
+        """No batch-wise term: its sensitivity is not C (:func:`check_per_example_objective`)."""
         check_per_example_objective(
-            divergence=None if opts.divergence is None else opts.divergence.value,
-            alpha=opts.alpha,
+            divergence=None if options.divergence is None else options.divergence.value,
+            alpha=options.alpha,
             batch_size=batch_size,
         )
 
-    def validate_for_data(
-        self,
-        options: MechanismOptions,
-        *,
-        record_shape: tuple[int, ...],
-        n_train: int,
-        epochs: int,
-        batch_size: int,
-    ) -> None:
-        """Poisson sampling needs B <= |D_train| (after the ``max_train`` cap)."""
-        if batch_size > n_train:
-            raise ValueError(
-                f"{self.name.value}: --batch-size {batch_size} exceeds |D_train| = {n_train} "
-                f"(after the max-train cap); choose a batch size of at most {n_train}"
-            )
-        check_batch(n_train=n_train, batch_size=batch_size, epochs=epochs)
-
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:
-        self.validate_options(self.options_of(cell), batch_size=cell.profile.batch_size)
+        self._check_objective(self.options_of(cell), batch_size=cell.profile.batch_size)
         return super().prepare(cell, data, ctx)
 
     def train(
@@ -236,7 +235,7 @@ class CentralDP(Mechanism):
         dp = DPSettings(
             noise_multiplier=z,
             clip_norm=clip_norm,
-            noise_seed=derive_seed(cell.seed, Purpose.DP_NOISE, cell.config_hash),
+            noise_seed=derive_seed(cell.seed, Purpose.DP_NOISE, cell.noise_key),
         )
         history = self._train(model, prepared, cell, ctx, settings, dp)
         notes = {"clip_norm_source": source, "noise_multiplier_source": z_source}

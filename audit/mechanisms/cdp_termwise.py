@@ -23,7 +23,7 @@ from audit.mechanisms.cdp import (
     with_extra,
 )
 from audit.mechanisms.mechanism import CellData, Context, Prepared, Trained
-from audit.options import MechanismOptions, non_negative_float, option, positive_int
+from audit.options import non_negative_float, option, positive_int
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.termwise_accounting import (
     PARTITION_SENSITIVITY_SHARED,
@@ -145,8 +145,10 @@ class TermwiseDP(CentralDP):
     def schedule_claim(self, *, params: CdpEpsilonParams, **schedule: Any) -> PrivacyClaim:
         return termwise_claim(**schedule, **self.typed_params(params).termwise())
 
-    def validate_options(self, options: MechanismOptions, *, batch_size: int) -> None:
-        self.typed(options)  # every value was checked when the options were built
+    def _check_objective(self, options: CdpOptions, *, batch_size: int) -> None:
+        """Any divergence: the batch-wise term has its own clip norm and noise (every value was
+        checked when the options were built)."""
+        return None
 
     def _train(
         self,
@@ -164,7 +166,7 @@ class TermwiseDP(CentralDP):
             alpha=DEFAULT_ALPHA if opts.alpha is None else opts.alpha,
             partitions=self.partitions(cell),
             clip_norm=DEFAULT_CLIP_RATIO * dp.clip_norm if c2 is None else c2,
-            seed=derive_seed(cell.seed, Purpose.TRAIN, "termwise", cell.config_hash),
+            seed=derive_seed(cell.seed, Purpose.TRAIN, "termwise", cell.noise_key),
         )
         return train_termwise_vae(
             model,

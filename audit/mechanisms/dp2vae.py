@@ -184,7 +184,7 @@ class Dp2Vae(Mechanism):
         dp = DPSettings(
             noise_multiplier=sigma,
             clip_norm=opts.clip_norm or DEFAULT_CLIP_NORM,
-            noise_seed=derive_seed(cell.seed, Purpose.DP_NOISE, cell.config_hash),
+            noise_seed=derive_seed(cell.seed, Purpose.DP_NOISE, cell.noise_key),
         )
         settings = replace(vae_settings(cell, ctx), device="cpu")
         record = train_dp2vae(

@@ -19,6 +19,7 @@ from audit.mechanisms.mechanism import (
     Accounted,
     CellData,
     Context,
+    DataFacts,
     Mechanism,
     Prepared,
     Trained,
@@ -205,21 +206,16 @@ class LocalDP(Mechanism):
         "points have no fixed range: choose none, cdp or cdp-termwise"
     )
 
-    def validate_for_data(
-        self,
-        options: MechanismOptions,
-        *,
-        record_shape: tuple[int, ...],
-        n_train: int,
-        epochs: int,
-        batch_size: int,
+    def _check_options(
+        self, options: LdpOptions, *, batch_size: int, data: DataFacts | None
     ) -> None:
-        """The setting, and b and m against the images' size (or no image options on series)."""
-        self.typed(options)
-        if record_modality(record_shape) is Modality.SERIES:
+        """With the data: b and m against the images' size (or no image options on series)."""
+        if data is None:
+            return
+        if record_modality(data.record_shape) is Modality.SERIES:
             check_series_options(options)
         else:
-            options_for_images(options, record_shape)
+            options_for_images(options, data.record_shape)
 
     def default_grid_for(self, modality: Modality) -> tuple[float, ...]:
         """Paper 003's eps_i grid for records of ``modality``."""
@@ -232,7 +228,7 @@ class LocalDP(Mechanism):
         self.validate_value(cell.param_value)
 
         def perturb(split: str, pair: Pair) -> Pair:
-            generator = torch_generator(cell.seed, Purpose.PERTURB, cell.config_hash, split)
+            generator = torch_generator(cell.seed, Purpose.PERTURB, cell.noise_key, split)
             x = pixelize(
                 pair[0].cpu(),
                 eps_i=cell.param_value,
@@ -262,7 +258,7 @@ class LocalDP(Mechanism):
         self.validate_value(cell.param_value)
 
         def perturb(split: str, pair: Pair) -> Pair:
-            generator = torch_generator(cell.seed, Purpose.PERTURB, cell.config_hash, split)
+            generator = torch_generator(cell.seed, Purpose.PERTURB, cell.noise_key, split)
             x = pair[0].cpu().clamp(*SERIES_BOUNDS)  # already so from the pipeline; per value
             noisy = laplace_perturb_series(
                 x, eps_i=cell.param_value, generator=generator, bounds=SERIES_BOUNDS

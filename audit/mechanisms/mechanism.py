@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -44,6 +44,16 @@ class CellData:
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self.train[0].shape[1:])
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What option checks need to know of the loaded data: one record's shape ((C, H, W) or
+    (T, F)), |D_train| after the ``max_train`` cap (the smallest over the seeds) and the epochs."""
+
+    record_shape: tuple[int, ...]
+    n_train: int
+    epochs: int
 
 
 @dataclass(frozen=True)
@@ -170,22 +180,29 @@ class Mechanism(ABC):
             raise TypeError(f"{self.name.value} cannot account {type(params).__name__}")
         return params
 
-    def validate_options(self, options: MechanismOptions, *, batch_size: int) -> None:
-        """Check the mechanism's options before any cell runs (the default accepts all)."""
-        return None
-
-    def validate_for_data(
+    def check_options(
         self,
         options: MechanismOptions,
         *,
-        record_shape: tuple[int, ...],
-        n_train: int,
-        epochs: int,
+        grid: Sequence[float],
         batch_size: int,
+        data: DataFacts | None = None,
     ) -> None:
-        """Check the options against the loaded data before any cell runs: ``record_shape`` is one
-        record's (C, H, W) or (T, F), ``n_train`` |D_train| after the ``max_train`` cap (the
-        smallest over the seeds). The default accepts all."""
+        """The one check of this mechanism's options before any cell runs: their type, each grid
+        value, the options against the batch size, and, given the loaded data's facts, the
+        records' modality and the options against them. A ValueError quotes the bad value."""
+        options = self.typed(options)
+        for value in grid:
+            self.validate_value(value)
+        if data is not None:
+            self.check_modality(data.record_shape)
+        self._check_options(options, batch_size=batch_size, data=data)
+
+    def _check_options(
+        self, options: Any, *, batch_size: int, data: DataFacts | None
+    ) -> None:
+        """A mechanism's own checks of :meth:`check_options` (``data`` None: before the data is
+        loaded). The default accepts all."""
         return None
 
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:

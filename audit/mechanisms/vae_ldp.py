@@ -149,7 +149,7 @@ class VaeLdp(Mechanism):
         model, history = self.fit_perturbation_model(cell, data, fit, monitor, ctx)
 
         def perturb(split: str, pair: Pair) -> Pair:
-            generator = torch_generator(cell.seed, Purpose.PERTURB, cell.config_hash, split)
+            generator = torch_generator(cell.seed, Purpose.PERTURB, cell.noise_key, split)
             return model.perturb(pair[0], pair[1], generator=generator), pair[1]
 
         notes: dict[str, float | str] = {

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from audit.gate.checking import param_label
+from audit.check.checking import param_label
 from audit.report.plots import mech_color
 
 CELL = ["mech", "param_name", "param_value", "seed"]

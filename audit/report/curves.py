@@ -12,10 +12,11 @@ from matplotlib.figure import Figure
 
 from attacks import precision_recall_curve, roc_curve
 from audit import results
+from audit.config import MechanismName
 from audit.report.plots import CurveBand, SettingCurves, attack_curves
 from audit.report.skips import skip
 from audit.report.stats import column_intervals
-from audit.report.summaries import NONE, SETTING, ordered
+from audit.report.summaries import SETTING, ordered
 
 CURVE_GRID = np.linspace(0.0, 1.0, 201)
 #: The attack whose per-record scores the curves draw (``results.load_scores``).
@@ -94,13 +95,14 @@ def curve_figures(
             if not pairs:
                 continue
             mech, label = group["mech"].iloc[0], group["param_label"].iloc[0]
+            private = mech != MechanismName.NONE.value
             curves = SettingCurves(
-                label=f"{mech} {label}" if mech != NONE else "non-private (none)",
+                label=f"{mech} {label}" if private else "non-private (none)",
                 mech=mech,
                 pr=_band([pr_on_grid(s, m) for m, s in pairs]),
                 roc=_band([roc_on_grid(s, m) for m, s in pairs]),
             )
-            if mech == NONE:
+            if mech == MechanismName.NONE.value:
                 baseline = curves
             else:
                 rows.setdefault(mech, []).append(curves)

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from audit.config import MechanismName
 from audit.report.plots import (
     RefLine,
     accuracy_vs_epsilon,
@@ -15,7 +16,7 @@ from audit.report.plots import (
     phi_bars,
 )
 from audit.report.skips import skip
-from audit.report.summaries import NONE, WORST_CASE
+from audit.report.summaries import WORST_CASE
 
 ATTACK_CHANCE = 0.5
 #: The per-mechanism attack figure is drawn when a run has more measures than the reconstruction
@@ -24,7 +25,7 @@ MIN_MEASURES_BY_ATTACK = 3
 
 
 def _acc_refs(settings: pd.DataFrame) -> list[RefLine]:
-    base = settings[settings["mech"] == NONE]
+    base = settings[settings["mech"] == MechanismName.NONE.value]
     refs = []
     if not base.empty:
         b = base.iloc[0]
@@ -41,7 +42,7 @@ def _acc_refs(settings: pd.DataFrame) -> list[RefLine]:
 def _mi_refs(distances: pd.DataFrame) -> dict[str, list[RefLine]]:
     refs: dict[str, list[RefLine]] = {}
     for distance, group in distances.groupby("distance"):
-        base = group[group["mech"] == NONE]
+        base = group[group["mech"] == MechanismName.NONE.value]
         lines = []
         if not base.empty:
             b = base.iloc[0]
@@ -52,7 +53,7 @@ def _mi_refs(distances: pd.DataFrame) -> dict[str, list[RefLine]]:
 
 
 def _plottable(points: pd.DataFrame, what: str, skipped: list[str]) -> pd.DataFrame:
-    private = points[points["mech"] != NONE]
+    private = points[points["mech"] != MechanismName.NONE.value]
     finite = private[np.isfinite(private["epsilon"].astype(float))]
     if len(finite) < len(private):
         skip(
@@ -114,7 +115,8 @@ def summary_figures(
                 ),
             )
         )
-    phi_points = distances[(distances["mech"] != NONE) & distances["phi"].notna()]
+    private = distances["mech"] != MechanismName.NONE.value
+    phi_points = distances[private & distances["phi"].notna()]
     if no_utility is not None:
         skip(skipped, f"{name}: phi figure skipped: {no_utility}")
     elif phi_points.empty:

@@ -55,7 +55,6 @@ NOISE_NOTE = {
 }
 #: What a stale, foreign or damaged cell raises while it is loaded for the grids.
 CELL_ERRORS = (ValueError, KeyError, TypeError, OSError, RuntimeError, pickle.UnpicklingError)
-NONE = MechanismName.NONE.value
 GRID_KIND = {Modality.IMAGE: "image", Modality.SERIES: "series", Modality.POINTS: "points"}
 
 
@@ -137,7 +136,7 @@ def _grid_cell(cell_dir: Path, row: pd.Series, dataset: Dataset) -> GridCell:
             )
     label = (
         "non-private"
-        if row["mech"] == NONE
+        if row["mech"] == MechanismName.NONE.value
         else (f"{row['param_label']}\n(ε={format_epsilon(row['epsilon'])})")
     )
     model = load_model(cell_dir, cell, dataset)
@@ -292,10 +291,10 @@ def _mech_grids(
 
 def _grids_by_mech(cells: list[GridCell]) -> dict[str, list[GridCell]]:
     """Per private mechanism: the baseline's cells, then its own (or the baseline alone)."""
-    base = [c for c in cells if c.mech == NONE]
-    private = list(dict.fromkeys(c.mech for c in cells if c.mech != NONE))
+    base = [c for c in cells if c.mech == MechanismName.NONE.value]
+    private = list(dict.fromkeys(c.mech for c in cells if c.mech != MechanismName.NONE.value))
     if not private:
-        return {NONE: base}
+        return {MechanismName.NONE.value: base}
     return {m: base + [c for c in cells if c.mech == m] for m in private}
 
 

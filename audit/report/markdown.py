@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from audit.config import MechanismName
 from audit.report.stats import MeanInterval, format_epsilon
-from audit.report.summaries import NONE, SETTING
+from audit.report.summaries import SETTING
 
 
 def interval(row: pd.Series | dict, metric: str) -> MeanInterval:
@@ -63,7 +64,9 @@ def main_table(settings: pd.DataFrame, distances: pd.DataFrame) -> str:
                 *[interval(p, "mi_ap").format() if p is not None else "n/a" for p in per],
                 interval(s, "acc").format(),
                 *[
-                    "–" if p is None or s["mech"] == NONE else interval(p, "phi").format()
+                    "–"
+                    if p is None or s["mech"] == MechanismName.NONE.value
+                    else interval(p, "phi").format()
                     for p in per
                 ],
                 int(s["acc_n"]),

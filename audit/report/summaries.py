@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 
 from audit import derived, results
+from audit.check import param_label
 from audit.config import MechanismName
-from audit.gate import param_label
 from audit.report.stats import summarise
-from audit.rows import LEGACY_ATTACK, LEGACY_VARIANT
+from audit.rows import PAPER_ATTACK, PLAIN_VARIANT
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,6 @@ SETTING = (
     "setting_hash",
 )
 _MECH_RANK = {m.value: i for i, m in enumerate(MechanismName)}
-NONE = MechanismName.NONE.value
 
 
 def load_runs(run_dir: Path) -> pd.DataFrame:
@@ -101,14 +100,11 @@ def measure_labels(frame: pd.DataFrame) -> pd.Series:
     attack's distance as it always was (``mse``, ``ssim``); any other attack's result as
     ``attack:distance`` (``:variant`` unless the variant is ``mean``), so that MI AP against
     epsilon gets one line per attack and no two results of a cell collapse into one."""
-    if "attack" not in frame.columns:
-        return frame["distance"]
-    attack = frame["attack"].fillna(LEGACY_ATTACK).astype(str)
-    variant = frame.get("variant", pd.Series(LEGACY_VARIANT, index=frame.index))
-    variant = variant.fillna(LEGACY_VARIANT).astype(str)
+    attack = frame["attack"].astype(str)
+    variant = frame["variant"].astype(str)
     labels = attack + ":" + frame["distance"].astype(str)
-    labels = labels.where(variant == LEGACY_VARIANT, labels + ":" + variant)
-    return frame["distance"].where(attack == LEGACY_ATTACK, labels)
+    labels = labels.where(variant == PLAIN_VARIANT, labels + ":" + variant)
+    return frame["distance"].where(attack == PAPER_ATTACK, labels)
 
 
 def _label_options(frame: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
@@ -170,8 +166,8 @@ def ordered(frame: pd.DataFrame) -> pd.DataFrame:
 def per_seed(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, seed): acc, acc_real, acc_base, epsilon, and ``attack_power``: the
     cell's held-out worst case over its attacks (the :data:`WORST_CASE` measure) where the cell
-    has one, else (cells written before it existed) the largest MI AP over the measures (NaN if
-    any measure's MI AP is NaN)."""
+    has one, else (D_atk too small to split, or a bare runs.csv without the column) the largest
+    MI AP over the measures (NaN if any measure's MI AP is NaN)."""
     grouped = frame.groupby([*SETTING, "seed"], dropna=False, sort=False)
     out = grouped[["acc", "acc_real", "acc_base", "epsilon"]].mean()
     out["attack_power"] = grouped[["distance", "mi_ap"]].apply(_attack_power)
@@ -230,7 +226,7 @@ def utility_note(frame: pd.DataFrame) -> str | None:
             "no utility was measured (an audited release's rows carry no accuracy: that needs "
             "a labelled test set and the classifier), so φ and the sweet spots do not apply"
         )
-    base = frame[frame["mech"] == NONE]
+    base = frame[frame["mech"] == MechanismName.NONE.value]
     n_test = base["n_test"].iloc[0] if "n_test" in base and not base.empty else math.nan
     acc = base["acc"].mean() if not base.empty else math.nan
     chance = frame["acc_base"].mean()

@@ -67,7 +67,7 @@ from audit.results.manifest import (
     run_settings,
     setting_hash,
 )
-from audit.results.table import collect_rows, fill_legacy_keys, load_rows, write_csv
+from audit.results.table import collect_rows, load_rows, write_csv
 
 __all__ = [
     "ATTACK_SET_FILE",
@@ -90,7 +90,6 @@ __all__ = [
     "clean_orphans",
     "collect_rows",
     "differences",
-    "fill_legacy_keys",
     "has_model",
     "is_finished",
     "load_cell_config",

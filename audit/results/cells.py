@@ -23,7 +23,7 @@ from audit.results.layout import (
     MODEL_FILE,
     SCORES_PREFIX,
 )
-from audit.rows import LEGACY_ATTACK, LEGACY_VARIANT
+from audit.rows import PLAIN_VARIANT
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +76,10 @@ def cell_configs(run_dir: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
-def scores_key(attack: str, distance: str, variant: str = LEGACY_VARIANT) -> str:
+def scores_key(attack: str, distance: str, variant: str = PLAIN_VARIANT) -> str:
     """The key of one result's scores in a cell's ``scores.npz``: ``scores_<attack>_<distance>``,
     with ``_<variant>`` appended for any variant but ``mean`` (the reconstruction attack's)."""
-    parts = (attack, distance) if variant == LEGACY_VARIANT else (attack, distance, variant)
+    parts = (attack, distance) if variant == PLAIN_VARIANT else (attack, distance, variant)
     bad = [part for part in parts if not part or "_" in part]
     if bad:
         raise ValueError(f"score keys need names without '_', got {bad}")
@@ -87,15 +87,12 @@ def scores_key(attack: str, distance: str, variant: str = LEGACY_VARIANT) -> str
 
 
 def parse_scores_key(key: str) -> tuple[str, str, str]:
-    """(attack, distance, variant) of a ``scores.npz`` key written by :func:`scores_key`, or by
-    older cells as ``scores_<distance>`` (the reconstruction attack's, variant ``mean``)."""
+    """(attack, distance, variant) of a ``scores.npz`` key written by :func:`scores_key`."""
     if not key.startswith(SCORES_PREFIX):
         raise ValueError(f"{key!r} is not a scores key (scores_<attack>_<distance>)")
     parts = key.removeprefix(SCORES_PREFIX).split("_")
-    if len(parts) == 1:
-        return LEGACY_ATTACK, parts[0], LEGACY_VARIANT
     if len(parts) == 2:
-        return parts[0], parts[1], LEGACY_VARIANT
+        return parts[0], parts[1], PLAIN_VARIANT
     if len(parts) == 3:
         return parts[0], parts[1], parts[2]
     raise ValueError(f"{key!r} is not a scores key (scores_<attack>_<distance>[_<variant>])")
@@ -133,10 +130,9 @@ def load_model_state(cell_dir: Path) -> dict[str, Any]:
 def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(is_member (n,) bool, {distance: scores (n,)}) from a cell's ``scores.npz``.
 
-    The file holds ``is_member`` and one ``scores_<attack>_<distance>`` array per attack result
-    (``scores_<distance>`` in cells written before: the reconstruction attack's; the curves are
-    the reconstruction attack's, higher =
-    member), and optionally ``schema_version``; anything else raises a ValueError.
+    The file holds ``is_member`` and one ``scores_<attack>_<distance>[_<variant>]`` array per
+    attack result (the curves are the reconstruction attack's, higher = member), and optionally
+    ``schema_version``; anything else raises a ValueError.
     """
     with np.load(path, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}

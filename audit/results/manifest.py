@@ -3,26 +3,20 @@ and the cells every sweep into it planned."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from audit import io
+from audit.attack_plan import DEFAULT_ATTACKS
+from audit.config import CACHE_SCHEMA, RUN_OPTIONS, check_cache_schema
 from audit.results.layout import MANIFEST
 from audit.results.locks import locked
-from audit.rows import LEGACY_ATTACK
+from dpvae_core.digests import json_digest
 
-#: Cell options that every cell of a run shares (not a mechanism's own options).
-RUN_OPTIONS = frozenset({"profile_name", "window_stride", "data_sha256"})
 #: Mechanism options that are grid values, not settings (``--target-epsilon`` replaces the grid).
 GRID_OPTIONS = frozenset({"target_epsilon"})
-
-def _digest(payload: Any) -> str:
-    text = json.dumps(payload, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
 
 def _plain(value: Any) -> Any:
     """``value`` as JSON would read it back (tuples as lists), so that settings compare."""
@@ -31,7 +25,8 @@ def _plain(value: Any) -> Any:
 
 def run_settings(config: dict[str, Any]) -> dict[str, Any]:
     """The run configuration of a cell's canonical ``config`` (``CellConfig.canonical()``):
-    dataset, every profile setting and the run-wide options (:data:`RUN_OPTIONS`).
+    the cache schema, dataset, every profile setting and the run-wide options
+    (:data:`RUN_OPTIONS`).
 
     ``reference_models`` is left out: only the cells whose attacks calibrate carry it, so one
     sweep mixes cells with and without it (a changed R gives those cells other hashes, as a
@@ -40,6 +35,7 @@ def run_settings(config: dict[str, Any]) -> dict[str, Any]:
     profile = {k: v for k, v in dict(config["profile"]).items() if k != "reference_models"}
     return _plain(
         {
+            "cache_schema": config.get("cache_schema", CACHE_SCHEMA),
             "dataset": config["dataset"],
             **profile,
             **{k: v for k, v in options.items() if k in RUN_OPTIONS},
@@ -50,18 +46,18 @@ def run_settings(config: dict[str, Any]) -> dict[str, Any]:
 def mech_settings(config: dict[str, Any]) -> dict[str, Any]:
     """The mechanism's own options in a cell's canonical ``config`` (grid values excluded)."""
     options = config.get("options", {})
-    skip = RUN_OPTIONS | GRID_OPTIONS
+    skip = {*RUN_OPTIONS, *GRID_OPTIONS}
     return _plain({k: v for k, v in options.items() if k not in skip})
 
 
 def run_hash(config: dict[str, Any]) -> str:
     """Names a run configuration: equal for every cell of one run."""
-    return _digest(run_settings(config))
+    return json_digest(run_settings(config))
 
 
 def setting_hash(config: dict[str, Any]) -> str:
     """Names a setting: a cell's whole config but its seed (the unit the report averages)."""
-    return _digest({k: v for k, v in config.items() if k != "seed"})
+    return json_digest({k: v for k, v in config.items() if k != "seed"})
 
 
 def _show(value: Any) -> str:
@@ -88,7 +84,7 @@ def manifest_of(configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     cells = {
         cell_hash(c): {
             **{k: c[k] for k in ("mech", "param_name", "param_value", "seed")},
-            "attacks": list(c.get("attacks", [LEGACY_ATTACK])),
+            "attacks": list(c.get("attacks", DEFAULT_ATTACKS)),  # left out at its default
         }
         for c in configs
     }
@@ -96,9 +92,8 @@ def manifest_of(configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def cell_hash(config: dict[str, Any]) -> str:
-    # CellConfig.config_hash, recomputed from the canonical dict
-    text = json.dumps(config, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """:attr:`audit.config.CellConfig.config_hash`, recomputed from the canonical dict."""
+    return json_digest(config)
 
 
 def manifest_conflicts(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -151,14 +146,14 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
         ) from None
     if not all(isinstance(data.get(k), dict) for k in ("settings", "mechs", "cells")):
         raise ValueError(f"run manifest {path} lacks settings, mechs or cells")
+    check_cache_schema(data["settings"], f"run {Path(run_dir)}")
     return data
 
 
 def planned_cells(run_dir: Path) -> list[dict[str, Any]] | None:
     """The cells every sweep into ``run_dir`` planned, each with ``dataset`` and ``profile``
-    added, and ``attacks`` (the attacks it runs; absent from manifests written before cells
-    listed them, whose cells ran the reconstruction attack); None for a directory without a
-    manifest (older code, or runs.csv alone)."""
+    added, and ``attacks`` (the attacks it runs); None for a directory without a manifest
+    (``runs.csv`` alone)."""
     if not (Path(run_dir) / MANIFEST).exists():
         return None
     manifest = read_manifest(run_dir)

@@ -12,34 +12,19 @@ from typing import Any
 import pandas as pd
 
 from audit import derived, io
+from audit.config import check_cache_schema
 from audit.results.cells import cell_config, cell_rows
 from audit.results.layout import CELLS_DIR, RUNS_CSV, SORT_KEYS
 from audit.results.locks import locked
 from audit.results.manifest import run_hash, setting_hash
-from audit.rows import COLLECTED_COLUMNS, COLUMNS, LEGACY_ATTACK, LEGACY_VARIANT
+from audit.rows import COLLECTED_COLUMNS, COLUMNS, RESULT_KEY
 
 log = logging.getLogger(__name__)
 
-def fill_legacy_keys(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows written before rows named their attack (or variant) get ``attack`` reconstruction
-    and ``variant`` mean (:data:`~audit.rows.LEGACY_ATTACK`), so old runs resume and report."""
-    if frame.empty:
-        return frame
-    if "attack" not in frame:
-        frame["attack"] = LEGACY_ATTACK
-    frame["attack"] = frame["attack"].astype(object).where(frame["attack"].notna(), LEGACY_ATTACK)
-    if "variant" not in frame:
-        frame["variant"] = None
-    legacy = frame["variant"].isna() & (frame["attack"] == LEGACY_ATTACK)
-    frame["variant"] = frame["variant"].astype(object).where(~legacy, LEGACY_VARIANT)
-    return frame
-
-
 def collect_rows(out: Path) -> pd.DataFrame:
     """Every finished cell's rows under ``out``, with ``run_hash`` and ``setting_hash`` from its
-    config and phi filled against its baseline; damaged cells are skipped with a warning. Rows
-    of cells written before rows named their attack read as the reconstruction attack's
-    (:func:`fill_legacy_keys`)."""
+    config and phi filled against its baseline; damaged cells are skipped with a warning, a cell
+    of another cache schema is refused (:func:`audit.config.check_cache_schema`)."""
     rows: list[dict[str, Any]] = []
     for cell_dir in sorted((Path(out) / CELLS_DIR).glob("*/")):
         found = cell_rows(cell_dir)
@@ -49,9 +34,10 @@ def collect_rows(out: Path) -> pd.DataFrame:
         if config is None or "seed" not in config:
             log.warning("skipping cell %s: its config.json is missing or damaged", cell_dir)
             continue
+        check_cache_schema(config, f"cell {cell_dir}")
         keys = {"run_hash": run_hash(config), "setting_hash": setting_hash(config)}
         rows.extend({**row, **keys} for row in found)
-    frame = fill_legacy_keys(_restore_floats(pd.DataFrame(rows)))
+    frame = _restore_floats(pd.DataFrame(rows))
     if frame.empty:
         return pd.DataFrame(columns=[*COLUMNS, *COLLECTED_COLUMNS])
     frame = derived.add_derived_columns(frame)
@@ -104,8 +90,7 @@ def load_rows(run_dir: Path, required: Sequence[str]) -> pd.DataFrame:
             f"{str(run_dir)!r} holds neither cells/ nor runs.csv; run a sweep with "
             f"--out {run_dir} first"
         )
-    frame = fill_legacy_keys(frame)
-    missing = [c for c in required if c not in frame.columns]
+    missing = [c for c in dict.fromkeys((*RESULT_KEY, *required)) if c not in frame.columns]
     if missing:
         raise ValueError(f"{source} lacks column(s) {missing}; is it a run of this benchmark?")
     if frame.empty:

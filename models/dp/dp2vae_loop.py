@@ -35,7 +35,6 @@ Notes:
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -43,6 +42,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from dpvae_core.digests import bucket_assignment, record_bucket
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.schedule import dp_sgd_steps
 from dpvae_core.seeding import Purpose, derive_seed, torch_generator
@@ -58,6 +58,9 @@ from models.dp.book_keeping import ClippedSum
 from models.lstm_vae import LstmVAE
 from models.training import Pair, VAETrainSettings, training_noise, vae_per_example_loss
 from models.vae import ConditionalConvVAE
+
+#: The key of a record's subset hash (:func:`record_subset`).
+SUBSET_TAG = "dp2vae-subset"
 
 #: Submodules that ``decode(z, y)`` uses, per VAE class; every other parameter is the encoder's
 #: side (for the LSTM VAE that includes the auxiliary classifier on mu, which decode never reads).
@@ -125,8 +128,7 @@ class Dp2Record:
 
 def record_subset(index: int, subsets: int, *, seed: int) -> int:
     """Subset of the D_train record at ``index``: SHA-256 of (seed, index) modulo K."""
-    digest = hashlib.sha256(f"dp2vae-subset|{seed}|{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") % subsets
+    return record_bucket(SUBSET_TAG, index, subsets, seed=seed)
 
 
 def subset_assignment(n_train: int, subsets: int, *, seed: int) -> torch.Tensor:
@@ -135,10 +137,7 @@ def subset_assignment(n_train: int, subsets: int, *, seed: int) -> torch.Tensor:
     Independent of the data and of every other record; sizes are not balanced and a subset may
     be empty (its steps then release pure noise).
     """
-    check_positive_int("subsets", subsets)
-    return torch.tensor(
-        [record_subset(i, subsets, seed=seed) for i in range(n_train)], dtype=torch.int64
-    )
+    return bucket_assignment(SUBSET_TAG, n_train, subsets, seed=seed, what="subsets")
 
 
 def decoder_module_names(vae: nn.Module) -> tuple[str, ...]:

@@ -30,7 +30,6 @@ Notes:
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -39,6 +38,7 @@ from itertools import chain
 import torch
 from torch import nn
 
+from dpvae_core.digests import bucket_assignment, record_bucket
 from dpvae_core.progress import ProgressFactory, null_progress
 from models.divergences import (
     Divergence,
@@ -62,6 +62,8 @@ from models.training import Pair, TrainHistory, VAETrainSettings
 from models.vae import ConditionalConvVAE
 
 #: Paper 004, Section 5.1: weight of the MMD term.
+#: The key of a record's partition hash (:func:`record_partition`).
+PARTITION_TAG = "termwise-partition"
 DEFAULT_ALPHA = 100.0
 #: Partitions b per batch: paper 004 uses B/b = 16 records per partition at B = 256; at our B = 32,
 #: b = 4 keeps 8 records per partition, enough for a two-sample MMD, and divides psi's noise by 4.
@@ -112,13 +114,9 @@ class TermwiseSettings:
 
 
 def record_partition(index: int, partitions: int, *, seed: int) -> int:
-    """Partition of the D_train record at ``index``: SHA-256 of (seed, index), modulo b.
-
-    A function of (seed, index) only, i.i.d. uniform over 0..b-1 across indices (up to the
-    2^-64-level bias of a 64-bit hash modulo b).
-    """
-    digest = hashlib.sha256(f"termwise-partition|{seed}|{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") % partitions
+    """Partition of the D_train record at ``index``: SHA-256 of (seed, index), modulo b
+    (:func:`dpvae_core.digests.record_bucket`: i.i.d. uniform over 0..b-1 across indices)."""
+    return record_bucket(PARTITION_TAG, index, partitions, seed=seed)
 
 
 def partition_assignment(n_train: int, partitions: int, *, seed: int) -> torch.Tensor:
@@ -127,11 +125,7 @@ def partition_assignment(n_train: int, partitions: int, *, seed: int) -> torch.T
     Fixed for the whole run and independent of the data and of every other record: adding or
     removing a record moves no other record's partition. Sizes are not balanced.
     """
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-        raise ValueError(f"partitions must be a positive integer, got {partitions!r}")
-    return torch.tensor(
-        [record_partition(i, partitions, seed=seed) for i in range(n_train)], dtype=torch.int64
-    )
+    return bucket_assignment(PARTITION_TAG, n_train, partitions, seed=seed, what="partitions")
 
 
 class PartitionDivergence(nn.Module):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from audit import io, results
+from audit.config import CACHE_SCHEMA
 
 PARAM_NAMES = {"none": "none", "cdp": "noise_multiplier", "ldp": "eps_i"}
 
@@ -22,6 +23,7 @@ def cell_config(
 ) -> dict[str, Any]:
     """A canonical cell config (``CellConfig.canonical()``'s shape) of a digits quick run."""
     return {
+        "cache_schema": CACHE_SCHEMA,
         "dataset": "digits",
         "mech": mech,
         "param_name": PARAM_NAMES[mech],
@@ -51,7 +53,9 @@ def write_cell(
             "param_name": config["param_name"],
             "param_value": config["param_value"],
             "seed": config["seed"],
+            "attack": "reconstruction",
             "distance": distance,
+            "variant": "mean",
             "profile": config["options"]["profile_name"],
             "mi_ap": mi_ap,
             "acc": acc,

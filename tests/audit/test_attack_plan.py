@@ -3,7 +3,6 @@ mechanism's release allows (a fake decoder-only mechanism stands in for dp2vae).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from attacks.likelihood import LikelihoodAttack
 from attacks.registry import available_attacks
 from attacks.threat import Capability, ReleaseKind
 from audit import attack_plan, mechanisms
-from audit.attack_plan import LEGACY_ATTACKS, SWEEP_ATTACKS, check_requested, plan_attacks
+from audit.attack_plan import DEFAULT_ATTACKS, SWEEP_ATTACKS, check_requested, plan_attacks
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
 from audit.mechanisms.ldp import LocalDP
 from audit.sweep import build_cells
@@ -51,7 +50,7 @@ ALL = ("reconstruction", "monte-carlo", "latent-search", "likelihood", "domias")
 
 def test_every_registered_attack_can_run_and_the_default_is_reconstruction_where_it_applies():
     assert SWEEP_ATTACKS == ALL and set(ALL) == set(available_attacks())
-    assert LEGACY_ATTACKS == ("reconstruction",)
+    assert DEFAULT_ATTACKS == ("reconstruction",)
     assert plan_attacks(None, {"none": WHOLE, "cdp": WHOLE}) == {
         "none": ("reconstruction",),
         "cdp": ("reconstruction",),
@@ -99,18 +98,15 @@ def test_a_decoder_only_release_gets_no_reconstruction_attack(monkeypatch):
         plan_attacks(None, {"none": WHOLE, "dp": ReleaseKind.DECODER_ONLY})
 
 
-def test_cells_carry_their_attacks_and_reconstruction_alone_keeps_the_legacy_hash(tmp_path):
+def test_cells_carry_their_attacks_in_their_hash(tmp_path):
     default = build_cells(_sweep(tmp_path), data_sha256="a" * 64)
     named = build_cells(_sweep(tmp_path, attacks=("reconstruction",)), data_sha256="a" * 64)
     every = build_cells(_sweep(tmp_path, attacks=ALL), data_sha256="a" * 64)
-    legacy = [
-        replace(cell, attacks=LEGACY_ATTACKS).config_hash for cell, _ in default
-    ]  # what a cell built before cells listed their attacks hashed to
     assert all(cell.attacks == ("reconstruction",) for cell, _ in default + named)
-    assert all("attacks" not in cell.canonical() for cell, _ in default + named)
-    assert [c.config_hash for c, _ in named] == [c.config_hash for c, _ in default] == legacy
+    assert all("attacks" not in cell.canonical() for cell, _ in default + named)  # the default
+    assert [c.config_hash for c, _ in named] == [c.config_hash for c, _ in default]
     assert all(cell.canonical()["attacks"] == list(ALL) for cell, _ in every)
-    assert not {c.config_hash for c, _ in every} & set(legacy)
+    assert not {c.config_hash for c, _ in every} & {c.config_hash for c, _ in default}
 
 
 def test_attack_on_the_command_line_is_validated_before_any_work(tmp_path, capsys):

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from audit.config import (
+    CACHE_SCHEMA,
     PROFILES,
     CellConfig,
     MechanismName,
@@ -13,11 +14,16 @@ from audit.config import (
     SweepConfig,
     override_profile,
 )
-from audit.mechanisms import make_cell
+from audit.mechanisms import cell_from_canonical, make_cell
 from audit.mechanisms.cdp import CdpOptions
 from dpvae_core.seeding import Purpose, derive_seed
 
 QUICK = PROFILES[ProfileName.QUICK]
+#: The hashes of the two cells of test_a_cells_hash_is_pinned_under_its_cache_schema.
+PINNED_CDP, PINNED_NONE = "dd06643a59241786", "2d365d7d62b2241c"
+#: Their noise keys: what their hashes were before the cache schema (main at e044bf5), so that
+#: the schema redrew no noise.
+NOISE_CDP, NOISE_NONE = "66dd7f7af31e5a2f", "94f20125862347e4"
 
 
 def _sweep(**kw):
@@ -73,18 +79,40 @@ def test_seeds_are_split_per_purpose():
         derive_seed(None, Purpose.SPLIT)  # type: ignore[arg-type]
 
 
-def test_existing_cells_keep_their_hashes():
-    """Pinned on main before cells listed their attacks (commit e044bf5): the default attack
-    list (reconstruction alone) is left out of the canonical config, so old cells are reused."""
+def test_a_cells_hash_is_pinned_under_its_cache_schema():
+    """The canonical config is the identity (settings at their default left out) plus the cache
+    schema; hashes and noise keys are pinned, so a change that moves a hash without raising
+    CACHE_SCHEMA, or moves a noise key at all, fails here."""
     options = {"profile_name": "quick", "data_sha256": "d" * 64, "clip_norm": 1.0}
     cell = make_cell("digits", MechanismName.CDP, "noise_multiplier", 1.0, 0, QUICK, options)
     assert cell.options == (("profile_name", "quick"), ("data_sha256", "d" * 64))
-    assert cell.mech_options == CdpOptions(clip_norm=1.0)  # typed, hashed as before
-    assert cell.attacks == ("reconstruction",) and "attacks" not in cell.canonical()
-    assert not cell.audit and "audit" not in cell.canonical()  # audit off: hashed as before
-    assert cell.config_hash == "66dd7f7af31e5a2f"
+    assert cell.mech_options == CdpOptions(clip_norm=1.0)  # typed
+    canonical = cell.canonical()
+    assert canonical["cache_schema"] == CACHE_SCHEMA == 2
+    assert "attacks" not in canonical and "audit" not in canonical  # at their defaults
+    assert "reference_models" not in canonical["profile"]  # this cell trains none
+    assert cell.config_hash == PINNED_CDP and cell.noise_key == NOISE_CDP
     base = CellConfig("digits", MechanismName.NONE, "none", None, 3, QUICK, cell.options[:1])
-    assert base.config_hash == "94f20125862347e4"
+    assert base.config_hash == PINNED_NONE and base.noise_key == NOISE_NONE
+    audited = replace(cell, audit=True, attacks=("reconstruction", "likelihood"))
+    assert audited.canonical()["audit"] is True
+    assert audited.canonical()["attacks"] == ["reconstruction", "likelihood"]
+    assert audited.canonical()["profile"]["reference_models"] == QUICK.reference_models
+    assert cell_from_canonical(audited.canonical()).canonical() == audited.canonical()
+    assert cell_from_canonical(canonical).canonical() == canonical  # read back, same identity
+
+
+@pytest.mark.parametrize("schema", [None, 1, CACHE_SCHEMA + 1])
+def test_a_cell_config_of_another_cache_schema_is_refused_in_one_line(schema):
+    run = {"profile_name": "quick"}
+    cell = make_cell("digits", MechanismName.NONE, "none", None, 0, QUICK, run)
+    body = {k: v for k, v in cell.canonical().items() if k != "cache_schema"}
+    if schema is not None:
+        body["cache_schema"] = schema
+    found = 1 if schema is None else schema
+    with pytest.raises(ValueError, match=f"cache schema {found} and this code reads 2; rerun") as e:
+        cell_from_canonical(body)
+    assert "\n" not in str(e.value) and "--out" in str(e.value)
     other = replace(cell, attacks=("reconstruction", "monte-carlo"))
     assert other.canonical()["attacks"] == ["reconstruction", "monte-carlo"]
     assert other.config_hash != cell.config_hash  # a list that changes results is identity

@@ -225,8 +225,37 @@ def test_attack_set_round_trips_and_refuses_damaged_files(tmp_path):
 # ---- rows keyed by attack --------------------------------------------------------------------
 
 
-def test_rows_of_cells_written_before_the_attack_column_read_as_reconstruction(tmp_path):
-    """fakes.write_cell writes rows as older code did: no attack, no variant."""
+def _older_schema_run(tmp_path):
+    """A finished run as code before the cache schema wrote it: no ``cache_schema`` in the
+    cells' configs or the manifest (and no attack list)."""
+    configs = [cell_config("none"), cell_config("cdp", 1.0)]
+    for config in configs:
+        del config["cache_schema"]
+        write_cell(tmp_path, config)
+    manifest = {"settings": {"dataset": "digits", "profile_name": "quick"}, "mechs": {}}
+    io.write_json(tmp_path / "run.json", {**manifest, "cells": {}})
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", ["report", "check", "sweep"])
+def test_a_run_of_an_older_cache_schema_is_refused_in_one_line(tmp_path, capsys, command):
+    out = _older_schema_run(tmp_path / "old")
+    thresholds = _thresholds(tmp_path, [1.0])
+    argv = {
+        "report": ["report", str(out)],
+        "check": ["check", "--thresholds", str(thresholds), str(out)],
+        "sweep": ["--dataset", "digits", "--profile", "quick", "--out", str(out), "--no-progress"],
+    }[command]
+    before = sorted(p.name for p in (out / "cells").iterdir())
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: ") and "cache schema 1 and this code reads 2" in line
+    assert "rerun its sweep into a fresh --out" in line
+    assert sorted(p.name for p in (out / "cells").iterdir()) == before  # nothing lost
+    assert not (out / "report").exists()
+
+
+def test_rows_name_their_attack_and_variant_first(tmp_path):
     for mech, value, mi_ap in (("none", None, 0.7), ("cdp", 1.0, 0.6)):
         cell = write_cell(tmp_path, cell_config(mech, value), mi_ap=mi_ap, acc=0.8)
         rows = [{**r, "n_test": 100} for r in results.cell_rows(cell)]  # utility measurable
@@ -261,7 +290,7 @@ def test_phi_compares_each_attack_with_the_same_attack_on_the_baseline(tmp_path)
     assert (cdp.loc["monte-carlo", "phi"] == 0.0).all()
 
 
-def test_score_keys_name_the_attack_and_read_old_cells_as_reconstruction():
+def test_score_keys_name_the_attack_and_variant():
     assert results.scores_key("reconstruction", "mse") == "scores_reconstruction_mse"
     key = results.scores_key("monte-carlo", "pixel-l2", "share")
     assert key == "scores_monte-carlo_pixel-l2_share"
@@ -271,7 +300,8 @@ def test_score_keys_name_the_attack_and_read_old_cells_as_reconstruction():
         "ssim",
         "mean",
     )
-    assert results.parse_scores_key("scores_mse") == ("reconstruction", "mse", "mean")
+    with pytest.raises(ValueError, match="is not a scores key"):
+        results.parse_scores_key("scores_mse")  # no attack named
     with pytest.raises(ValueError, match="names without '_'"):
         results.scores_key("re_con", "mse")
 

@@ -7,7 +7,7 @@ from dataclasses import fields
 
 import pytest
 
-from audit.gate import CHECK_COLUMNS
+from audit.check import CHECK_COLUMNS
 from audit.rows import COLUMNS, RESULT_KEY, Row
 
 

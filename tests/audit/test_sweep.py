@@ -330,3 +330,28 @@ def test_reference_models_are_trained_once_per_seed_and_reused(tmp_path):
     again = redo.rows.sort_values(["mech", "attack", "variant"])
     assert all("2 from the cache" in n for n in again.privacy_notes)
     np.testing.assert_allclose(again.mi_ap.to_numpy(), rows.mi_ap.to_numpy())
+
+
+def test_a_sweeps_options_are_checked_once_per_phase_through_one_entry_point(monkeypatch, tmp_path):
+    """run_sweep checks the options through check_sweep alone: once before loading the data and
+    once with it; build_cells runs once and checks nothing itself."""
+    from audit import sweep
+    from audit.mechanisms.mechanism import Mechanism
+
+    calls: list[object] = []
+    original = Mechanism.check_options
+
+    def spy(self, options, *, grid, batch_size, data=None):
+        calls.append(data)
+        return original(self, options, grid=grid, batch_size=batch_size, data=data)
+
+    built = []
+    build = sweep.build_cells
+    monkeypatch.setattr(Mechanism, "check_options", spy)
+    monkeypatch.setattr(sweep, "build_cells", lambda *a, **k: built.append(1) or build(*a, **k))
+    big_batch = replace(TINY, batch_size=999)
+    config = _config(tmp_path / "out", mechs=(MechanismName.CDP,), profile=big_batch)
+    with pytest.raises(ValueError, match="--batch-size 999 exceeds"):
+        sweep.run_sweep(config)
+    assert [d is None for d in calls] == [True, False] and built == []
+    assert not (tmp_path / "out").exists()  # refused before any write

@@ -80,7 +80,7 @@ def test_registered_with_the_grid_and_options():
 )
 def test_cdp_rejects_bad_options_before_training(options, message):
     with pytest.raises(ValueError, match=message):
-        CDP.validate_options(CDP.options_type.from_mapping(options), batch_size=32)
+        CDP.check_options(CDP.options_type.from_mapping(options), grid=(1.0,), batch_size=32)
     with pytest.raises(ValueError, match=message):
         CDP.prepare(make_cell(**options), make_data(), CTX)
 
@@ -97,14 +97,16 @@ def test_cdp_rejects_bad_options_before_training(options, message):
 )
 def test_termwise_rejects_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
-        TERMWISE.validate_options(TERMWISE.options_type.from_mapping(options), batch_size=32)
+        options = TERMWISE.options_type.from_mapping(options)
+        TERMWISE.check_options(options, grid=(1.0,), batch_size=32)
 
 
 def test_termwise_accepts_a_divergence():
-    TERMWISE.validate_options(
+    TERMWISE.check_options(
         TERMWISE.options_type.from_mapping(
             {"divergence": "sparse", "alpha": 10.0, "partitions": 2}
         ),
+        grid=(1.0,),
         batch_size=32,
     )
 
@@ -210,8 +212,10 @@ def test_termwise_claim_names_its_accounting_and_c2_zero_is_dp_adam():
 
 def test_termwise_refuses_composed_accounting_before_training():
     with pytest.raises(ValueError, match="'composed' is refused.*allowed: stacked"):
-        TERMWISE.validate_options(
-            TERMWISE.options_type.from_mapping({"termwise_accounting": "composed"}), batch_size=4
+        TERMWISE.check_options(
+            TERMWISE.options_type.from_mapping({"termwise_accounting": "composed"}),
+            grid=(1.0,),
+            batch_size=4,
         )
 
 

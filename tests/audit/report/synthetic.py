@@ -68,7 +68,9 @@ def synthetic_runs(seeds=SEEDS, settings=SETTINGS) -> pd.DataFrame:
                         "param_name": pname,
                         "param_value": value,
                         "seed": seed,
+                        "attack": "reconstruction",
                         "distance": distance,
+                        "variant": "mean",
                         "profile": "quick",
                         "mi_ap": mi + jitter,
                         "mi_auc": mi + jitter,
@@ -94,12 +96,13 @@ def write_runs(run_dir: Path, frame: pd.DataFrame) -> Path:
 
 
 def write_scores(run_dir: Path, frame: pd.DataFrame, n: int = 40) -> None:
-    """cells/<hash>/scores.npz in the pipeline's format: is_member + scores_<distance>."""
+    """cells/<hash>/scores.npz in the pipeline's format: is_member + scores_<attack>_<distance>."""
     for h, group in frame.groupby("config_hash"):
         rng = np.random.default_rng(abs(hash(h)) % 2**32)
         is_member = np.repeat([True, False], n // 2)
         arrays = {
-            f"scores_{r.distance}": rng.normal(size=n) + 4 * (r.mi_ap - 0.5) * is_member
+            f"scores_reconstruction_{r.distance}": rng.normal(size=n)
+            + 4 * (r.mi_ap - 0.5) * is_member
             for r in group.itertuples()
         }
         (run_dir / "cells" / h).mkdir(parents=True)

@@ -13,8 +13,8 @@ import pytest
 from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
 
+from audit.check import calibrate, check_dir, write_thresholds
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
-from audit.gate import calibrate, check_dir, write_thresholds
 from audit.report import write_report
 from audit.report.grids import grid_figures, load_model
 from audit.report.summaries import load_runs, ordered

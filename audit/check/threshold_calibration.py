@@ -1,6 +1,6 @@
 """Thresholds from measured sweeps: mean +- k sd per (dataset, profile, mech, param_value,
 attack, distance), each cell's held-out worst case included as the attack ``worst-case``,
-written in the gate's format (:mod:`audit.gate`)."""
+written in the gate's format (:mod:`audit.check`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from audit import derived, io
-from audit.gate.checking import CHECK_COLUMNS, chance_accuracy, read_runs
-from audit.gate.thresholds import NONE, SCHEMA_VERSION, number, parse_thresholds
+from audit.check.checking import CHECK_COLUMNS, chance_accuracy, read_runs
+from audit.check.thresholds import SCHEMA_VERSION, number, parse_thresholds
+from audit.config import MechanismName
 from audit.rows import RESULT_KEY
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ def _calibrated_entry(
 ) -> dict[str, Any]:
     mi_mean, mi_sd, n = _spread(group["mi_ap"])
     acc_mean, acc_sd, _ = _spread(group["acc"])
-    baseline = key["mech"] == NONE
+    baseline = key["mech"] == MechanismName.NONE.value
     where = " ".join(
         [
             key["dataset"],

@@ -42,12 +42,12 @@ the gate when the run *should* have had its rows:
 
 Other entries that match no row (other datasets, mechanisms the run did not include) are noted.
 
-Modules: :mod:`~audit.gate.thresholds` (the file: schema, parsing, writing),
-:mod:`~audit.gate.checking` (a run against thresholds), :mod:`~audit.gate.threshold_calibration`
+Modules: :mod:`~audit.check.thresholds` (the file: schema, parsing, writing),
+:mod:`~audit.check.checking` (a run against thresholds), :mod:`~audit.check.threshold_calibration`
 (thresholds from measured runs).
 """
 
-from audit.gate.checking import (
+from audit.check.checking import (
     CHECK_COLUMNS,
     CheckResult,
     Violation,
@@ -57,8 +57,8 @@ from audit.gate.checking import (
     param_label,
     read_runs,
 )
-from audit.gate.threshold_calibration import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR, calibrate
-from audit.gate.thresholds import (
+from audit.check.threshold_calibration import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR, calibrate
+from audit.check.thresholds import (
     SCHEMA_VERSION,
     Threshold,
     load_thresholds,

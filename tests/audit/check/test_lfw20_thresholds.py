@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.gate import load_thresholds
+from audit.check import load_thresholds
 from benchmark import main
 
 from .runs import ROOT, write_runs

@@ -1,5 +1,5 @@
 """A run's rows against the thresholds: violations, unchecked rows and missing rows (rules:
-:mod:`audit.gate`)."""
+:mod:`audit.check`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any
 import pandas as pd
 
 from audit import derived, results
-from audit.gate.thresholds import LIMITED_COLUMNS, NONE, Threshold, check_acc_floor, load_thresholds
+from audit.check.thresholds import LIMITED_COLUMNS, Threshold, check_acc_floor, load_thresholds
+from audit.config import MechanismName
 from audit.rows import COLUMNS, GRID_POINT
 
 #: The columns of ``runs.csv`` the gate reads, in :class:`audit.rows.Row`'s order: a row's grid
@@ -31,8 +32,8 @@ def read_runs(run_dir: Path, required: Sequence[str] = CHECK_COLUMNS) -> pd.Data
 
 def param_label(mech: str, param_name: str, value: float) -> str:
     """``'z=0.1'`` (paper 003's symbols), or ``'none'`` for the non-private baseline."""
-    if mech == NONE or pd.isna(value):
-        return NONE
+    if mech == MechanismName.NONE.value or pd.isna(value):
+        return MechanismName.NONE.value
     return f"{PARAM_SYMBOLS.get(param_name, param_name)}={value:g}"
 
 
@@ -84,7 +85,7 @@ def check_runs(
     """Compare every row of ``frame`` (a run's rows) with every matching threshold entry.
 
     ``planned``: the cells the run's sweeps planned (:func:`audit.results.planned_cells`), or
-    None where unknown; it decides which entries that match no row fail (:mod:`audit.gate`).
+    None where unknown; it decides which entries that match no row fail (:mod:`audit.check`).
     """
     violations: list[Violation] = []
     used: set[int] = set()
@@ -224,7 +225,7 @@ def divergence_violations(frame: pd.DataFrame) -> list[Violation]:
 
 
 def _expected(entry: Threshold, frame: pd.DataFrame, planned: Sequence[dict] | None) -> bool:
-    """Whether the run should hold rows that ``entry`` matches (see :mod:`audit.gate`)."""
+    """Whether the run should hold rows that ``entry`` matches (see :mod:`audit.check`)."""
     if planned is not None:
         return any(entry.expects(cell) for cell in planned)
     mine = frame[(frame["dataset"] == entry.dataset) & (frame["mech"] == entry.mech)]

@@ -1,5 +1,5 @@
 """The thresholds file of the gate: its schema, one entry (:class:`Threshold`), reading and
-writing (format and meaning: :mod:`audit.gate`)."""
+writing (format and meaning: :mod:`audit.check`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from audit import io
 from audit.config import MechanismName, ProfileName
 from audit.datasets import check_dataset_name
 from audit.derived import WORST_CASE_ATTACK, WORST_CASE_DISTANCE
-from audit.rows import LEGACY_ATTACK
+from audit.rows import PAPER_ATTACK
 
 SCHEMA_VERSION = 1
 ANY = "any"
@@ -28,7 +28,6 @@ DISTANCES = (*(d.value for d in Distance), *(m.value for m in Measure), WORST_CA
 TOP_FIELDS = {"schema_version", "description", "entries", "source_commands"}
 REQUIRED_FIELDS = ("dataset", "mech", "param_value", "distance", "tolerance", "margin_source")
 LIMIT_FIELDS = ("max_mi_ap", "min_mi_ap", "min_acc")
-NONE = MechanismName.NONE.value
 
 
 def number(name: str, value: Any, *, low: float, high: float, optional: bool) -> None:
@@ -53,10 +52,10 @@ def check_acc_floor(min_acc: float, tolerance: float, chance: float) -> None:
 
 @dataclass(frozen=True)
 class Threshold:
-    """One entry of a thresholds file (see :mod:`audit.gate` for its meaning).
+    """One entry of a thresholds file (see :mod:`audit.check` for its meaning).
 
     ``attack``: the attack whose rows the entry limits; absent in a file means
-    ``reconstruction`` (files written before rows named their attack); ``worst-case`` limits
+    ``reconstruction`` (the trade-off paper's attack); ``worst-case`` limits
     each cell's held-out worst case over its attacks (``audit.derived.worst_case_rows``).
     """
 
@@ -72,7 +71,7 @@ class Threshold:
     profile: str | None = None
     chance_acc: float | None = None
     min_acc_dropped: str | None = None
-    attack: str = LEGACY_ATTACK
+    attack: str = PAPER_ATTACK
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str):
@@ -90,7 +89,7 @@ class Threshold:
         if self.attack not in attacks:
             raise ValueError(
                 f"attack {self.attack!r} is unknown; choose one of: "
-                f"{', '.join(attacks)} (absent: {LEGACY_ATTACK})"
+                f"{', '.join(attacks)} (absent: {PAPER_ATTACK})"
             )
         if self.distance not in (ANY, *DISTANCES):
             raise ValueError(
@@ -104,7 +103,7 @@ class Threshold:
             )
 
     def _check_param_and_limits(self) -> None:
-        if self.mech == NONE and self.param_value is not None:
+        if self.mech == MechanismName.NONE.value and self.param_value is not None:
             raise ValueError(
                 f"param_value must be null for mech 'none' (the baseline has no "
                 f"parameter), got {self.param_value!r}"
@@ -116,7 +115,7 @@ class Threshold:
             number(name, getattr(self, name), low=0, high=1, optional=True)
         if all(getattr(self, name) is None for name in LIMIT_FIELDS):
             raise ValueError(f"sets no limit; give at least one of {', '.join(LIMIT_FIELDS)}")
-        if self.mech == NONE and self.max_mi_ap is not None:
+        if self.mech == MechanismName.NONE.value and self.max_mi_ap is not None:
             raise ValueError(
                 "max_mi_ap applies to private mechanisms; for mech 'none' (the "
                 "baseline) use min_mi_ap, the floor that catches a broken attack"
@@ -126,7 +125,7 @@ class Threshold:
             check_acc_floor(self.min_acc, self.tolerance, self.chance_acc)
         if self.min_acc_dropped is not None and self.min_acc is not None:
             raise ValueError("min_acc_dropped says the floor was dropped, so min_acc must be null")
-        if self.mech != NONE and self.min_mi_ap is not None:
+        if self.mech != MechanismName.NONE.value and self.min_mi_ap is not None:
             raise ValueError(
                 f"min_mi_ap is the baseline's floor (mech 'none'); for mech "
                 f"{self.mech!r} use max_mi_ap"
@@ -138,7 +137,7 @@ class Threshold:
             return False
         if self.profile is not None and getattr(row, "profile", None) != self.profile:
             return False
-        if getattr(row, "attack", LEGACY_ATTACK) != self.attack:
+        if row.attack != self.attack:
             return False
         if self.distance != ANY and row.distance != self.distance:
             return False
@@ -155,7 +154,7 @@ class Threshold:
             return False
         if self.profile is not None and cell.get("profile") != self.profile:
             return False
-        planned = cell.get("attacks", (LEGACY_ATTACK,))
+        planned = cell["attacks"]
         if self.attack != WORST_CASE_ATTACK and self.attack not in planned:
             return False  # the worst case is every cell's, whatever attacks it ran
         value = cell.get("param_value")

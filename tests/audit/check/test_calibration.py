@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.gate import calibrate, load_thresholds
+from audit.check import calibrate, load_thresholds
 from benchmark import main
 
 from .runs import HONEST, runs, write_runs, write_thresholds

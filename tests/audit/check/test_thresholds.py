@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from audit.gate import load_thresholds, parse_thresholds
+from audit.check import load_thresholds, parse_thresholds
 from benchmark import main
 
 from .runs import ROOT, entry, run_check, runs, write_runs
@@ -81,6 +81,7 @@ def _committed_limits_as_rows(thresholds, *, shift: float) -> pd.DataFrame:
                 "seed": 0,
                 "attack": t.attack,
                 "distance": t.distance,
+                "variant": "mean",
                 "profile": t.profile,
                 "mi_ap": _limit(t, shift),
                 "acc": acc,
