@@ -23,6 +23,7 @@ from attacks.registry import get_attack
 from attacks.threat import applicable
 from audit import io
 from audit.attack_plan import SWEEP_ATTACKS, attack_settings, check_requested
+from audit.config import CACHE_SCHEMA
 from audit.mechanisms import Context
 from audit.pipeline import run_release_attacks, worst_case_columns
 from audit.release.entry_points import as_released, check_model
@@ -282,6 +283,7 @@ def _write(out: Path, digest: str, audit: ReleaseAudit, config: ReleaseAuditConf
     io.check_writable_dir(out)
     cell_dir = cell_path(out, digest)
     canonical = {
+        "cache_schema": CACHE_SCHEMA,  # read back by the report and the gate like a sweep's cells
         "dataset": config.name,
         "mech": EXTERNAL,
         "seed": config.seed,
