@@ -286,15 +286,19 @@ class CentralDP(Mechanism):
         target = self.typed(self.options_of(cell)).target_epsilon
         if target is None:
             return float(cell.param_value), "grid"
-        z = noise_multiplier_for_epsilon(
-            target_epsilon=target,
+        z = self.calibrate(cell, target_epsilon=target, n_train=n_train)
+        return z, f"target-epsilon {target:g} (grid value {cell.param_value} ignored)"
+
+    def calibrate(self, cell: CellConfig, *, target_epsilon: float, n_train: int) -> float:
+        """The noise multiplier whose claim for ``cell``'s schedule is ``target_epsilon``."""
+        return noise_multiplier_for_epsilon(
+            target_epsilon=target_epsilon,
             n_train=n_train,
             batch_size=cell.profile.batch_size,
             epochs=cell.profile.epochs,
             delta=self.delta(cell, n_train),
             conversion=self.conversion(cell),
         )
-        return z, f"target-epsilon {target:g} (grid value {cell.param_value} ignored)"
 
     def delta(self, cell: CellConfig, n_train: int) -> float:
         value = self.typed(self.options_of(cell)).delta

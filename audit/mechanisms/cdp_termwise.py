@@ -194,12 +194,10 @@ class TermwiseDP(CentralDP):
         value = self.typed(self.options_of(cell)).termwise_accounting
         return check_run_accounting(TermwiseAccounting.STACKED if value is None else value)
 
-    def noise_multiplier(self, cell: CellConfig, *, n_train: int) -> tuple[float, str]:
-        target = self.typed(self.options_of(cell)).target_epsilon
-        if target is None:
-            return float(cell.param_value), "grid"
-        s = termwise_noise_for_epsilon(
-            target_epsilon=target,
+    def calibrate(self, cell: CellConfig, *, target_epsilon: float, n_train: int) -> float:
+        """The noise multiplier s whose stacked term-wise claim is ``target_epsilon``."""
+        return termwise_noise_for_epsilon(
+            target_epsilon=target_epsilon,
             n_train=n_train,
             batch_size=cell.profile.batch_size,
             epochs=cell.profile.epochs,
@@ -211,7 +209,6 @@ class TermwiseDP(CentralDP):
                 n_train=n_train, partitions=self.partitions(cell)
             ),
         )
-        return s, f"target-epsilon {target:g} (grid value {cell.param_value} ignored)"
 
     def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
         n_train = len(data.train[0])
