@@ -15,6 +15,7 @@ from audit.executors import ExecutorName, RaySettings
 from audit.options import MechanismOptions
 from dpvae_core.digests import json_digest
 from dpvae_core.validation import check_device_name, parse_enum
+from models.factory import CLASSIFIERS
 
 
 class MechanismName(str, Enum):
@@ -44,6 +45,10 @@ class Profile:
     ``reference_models``: R, the reference VAEs the attacker trains for the calibrated variants
     (:mod:`audit.reference_models`; quick 2, standard 4, paper 8); 0 or None trains none. A
     cell whose attacks do not calibrate is hashed with 0 (:meth:`CellConfig.canonical`).
+    ``balanced_train``: the ``max_train`` cap takes records per class as evenly as the classes
+    allow (:func:`audit.pipeline.balanced_subset`; LFW20 and LFW50: 10 per person) instead of
+    in proportion to the class sizes. ``classifier``: the target classifier's kind
+    (:data:`models.factory.CLASSIFIERS`; None: the modality's original one).
     """
 
     epochs: int
@@ -58,6 +63,8 @@ class Profile:
     max_train: int | None
     gen_records: int | None = None
     reference_models: int | None = None
+    balanced_train: bool = False
+    classifier: str | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -82,6 +89,12 @@ class Profile:
             raise ValueError(f"reference-models must be an integer >= 0, got {r!r}")
         if not (isinstance(self.lr, float | int) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
+        if not isinstance(self.balanced_train, bool):
+            raise ValueError(f"balanced_train must be True or False, got {self.balanced_train!r}")
+        if self.classifier is not None and self.classifier not in CLASSIFIERS:
+            raise ValueError(
+                f"unknown classifier {self.classifier!r}; known: {', '.join(sorted(CLASSIFIERS))}"
+            )
         if not (math.isfinite(self.beta) and self.beta >= 0):
             raise ValueError(f"beta must be a non-negative finite number, got {self.beta!r}")
 

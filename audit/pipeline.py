@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from audit.rows import Row
 from audit.target_training import train_target
 from dpvae_core.records import Modality
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
-from models.factory import model_family
+from models.factory import CLASSIFIER_RECIPES, model_family
 from models.generation import Generation, finite_records, gen_labels, generate
 from models.latent_metrics import latent_summary
 from models.training import (
@@ -99,7 +100,8 @@ def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
     cap = cell.profile.max_train
     if cap is not None and cap < len(train_idx):
         rng = numpy_rng(cell.seed, Purpose.SPLIT, "cap")
-        train_idx = _stratified_subset(train_idx, dataset.y[train_idx], cap, rng)
+        subset = balanced_subset if cell.profile.balanced_train else _stratified_subset
+        train_idx = subset(train_idx, dataset.y[train_idx], cap, rng)
     scaler = dataset.channel_ranges
 
     def pair(idx: np.ndarray) -> Pair:
@@ -131,6 +133,29 @@ def _stratified_subset(
     take = np.floor(quota).astype(int)
     for i in np.argsort(-(quota - take))[: k - take.sum()]:
         take[i] += 1
+    chosen = [
+        rng.choice(idx[y == c], size=t, replace=False) for c, t in zip(classes, take, strict=True)
+    ]
+    return np.sort(np.concatenate(chosen))
+
+
+def balanced_subset(idx: np.ndarray, y: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k indices of ``idx`` spread over the classes as evenly as their sizes allow, sorted.
+
+    Water-filling: every class gets min(n_c, t) records for the largest t whose total is at most
+    k; the records left over go one each to the largest classes still holding more (ties: the
+    lower label). LFW20, k = 200: 10 per person.
+    """
+    classes, counts = np.unique(y, return_counts=True)
+    take = np.zeros(len(classes), dtype=int)
+    while take.sum() < k:
+        open_ = np.flatnonzero(take < counts)
+        room = k - take.sum()
+        if len(open_) <= room:
+            take[open_] += 1
+        else:
+            largest = open_[np.argsort(-counts[open_], kind="stable")][:room]
+            take[largest] += 1
     chosen = [
         rng.choice(idx[y == c], size=t, replace=False) for c, t in zip(classes, take, strict=True)
     ]
@@ -256,6 +281,7 @@ def classifier_settings(cell: CellConfig, device: str, purpose: str) -> Classifi
         patience=p.classifier_patience,
         seed=derive_seed(cell.seed, Purpose.CLASSIFIER, purpose) % 2**31,
         device=device,
+        **CLASSIFIER_RECIPES.get(p.classifier or "", {}),
     )
 
 
@@ -268,15 +294,16 @@ def classifier_accuracy(
     settings: ClassifierSettings,
     ctx: Context,
     desc: str,
+    kind: str | None = None,
 ) -> float:
     """Train the target classifier on ``train`` (early stop on ``val``); accuracy on real ``test``.
 
     The classifier is the modality's (:func:`models.factory.model_family`): a small CNN for
-    images, HAR-CNN for series.
+    images, HAR-CNN for series; ``kind`` names another (the profile's ``classifier``).
     """
     family = model_family(train[0].shape[1:], num_classes)
     model = train_classifier(
-        family.classifier, train, val, settings, progress=ctx.progress, desc=desc
+        partial(family.classifier, kind), train, val, settings, progress=ctx.progress, desc=desc
     )
     return accuracy(model, test)
 
@@ -378,6 +405,7 @@ def run_cell(
         settings=classifier_settings(cell, ctx.device, "gen"),
         ctx=ctx,
         desc="classifier on D_gen",
+        kind=cell.profile.classifier,
     )
 
     atk_data = attack_set(data, cell)

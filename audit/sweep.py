@@ -235,9 +235,10 @@ def _acc_real_key(dataset: Dataset, cell: CellConfig, device: str) -> str:
     stride = cell.option("window_stride")  # other windows are other records
     extra = [] if stride is None else [["window_stride", stride]]
     content = ["data_sha256", dataset.content_hash]  # the data's content, not its name
-    return json.dumps(
-        [dataset.name, content, cell.seed, cell.profile.max_train, repr(settings), *extra]
-    )
+    p = cell.profile
+    if p.balanced_train or p.classifier is not None:  # unset: the key older caches had
+        extra.append(["balanced_train", p.balanced_train, "classifier", p.classifier])
+    return json.dumps([dataset.name, content, cell.seed, p.max_train, repr(settings), *extra])
 
 
 def _acc_real_path(out: Path, key: str) -> Path:
@@ -265,6 +266,7 @@ def _compute_acc_real(data: CellData, cell: CellConfig, ctx: Context) -> float:
         settings=classifier_settings(cell, ctx.device, "real"),
         ctx=ctx,
         desc="classifier on real D_train",
+        kind=cell.profile.classifier,
     )
 
 

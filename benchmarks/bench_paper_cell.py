@@ -14,7 +14,8 @@ the dataset's real records and shapes, in one process:
 - one epoch of non-private training (Adam) and one of DP-Adam (``cdp``, z = 1, book-keeping
   per-example gradients) on all of D_train;
 - the reconstruction attack (MSE and SSIM, N = 300) on ``--attack-records`` records;
-- one classifier epoch on 2000 records of the record shape;
+- one classifier epoch on 2000 records of the record shape (the dataset's paper-profile
+  classifier: LFW20's residual net);
 
 and prints each part's extrapolation and the cell's total for mech none and for a DP-Adam cell.
 The validation schedule (a fixed D_val subsample every 10 epochs; ``bench_validation.py``) and
@@ -26,17 +27,18 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from attacks import AttackData, Distance, ReconstructionAttack
-from audit.config import PROFILES, ProfileName
+from audit.config import PROFILES, ProfileName, profile_for_dataset
 from audit.datasets import load_dataset, stratified_split
 from dpvae_core.progress import null_progress
 from models.dp import DPSettings, train_dp_vae
-from models.factory import model_family
+from models.factory import CLASSIFIER_RECIPES, model_family
 from models.training import ClassifierSettings, VAETrainSettings, train_classifier, train_vae
 
 PAPER = PROFILES[ProfileName.PAPER]
@@ -60,6 +62,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     data = load_dataset(args.dataset, data_home=args.data_home)
+    profile = profile_for_dataset(ProfileName.PAPER, args.dataset)
     split = stratified_split(data.y, fractions=data.split_fractions, seed=0)
     x = torch.from_numpy(data.x[split.train])
     y = torch.from_numpy(data.y[split.train])
@@ -103,10 +106,19 @@ def main() -> None:
     n_gen = PAPER.gen_records or 2000
     gx = torch.rand((n_gen, *x.shape[1:]))
     gy = torch.randint(data.num_classes, (n_gen,))
-    csettings = ClassifierSettings(epochs=args.classifier_epochs, patience=args.classifier_epochs)
+    kind = profile.classifier
+    csettings = ClassifierSettings(
+        epochs=args.classifier_epochs,
+        patience=args.classifier_epochs,
+        **CLASSIFIER_RECIPES.get(kind or "", {}),
+    )
     per_cls_epoch = _timed(
         lambda: train_classifier(
-            family.classifier, (gx, gy), (gx[:64], gy[:64]), csettings, progress=null_progress
+            partial(family.classifier, kind),
+            (gx, gy),
+            (gx[:64], gy[:64]),
+            csettings,
+            progress=null_progress,
         )
     )
     per_cls_epoch /= args.classifier_epochs

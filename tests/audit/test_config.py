@@ -191,7 +191,7 @@ def test_one_sweep_mixes_cells_with_and_without_reference_models():
 @pytest.mark.parametrize(
     ("dataset", "profile", "lr", "classifier_epochs"),
     [
-        ("lfw20", "quick", 1e-3, 60),  # LFW_QUICK_OVERRIDES
+        ("lfw20", "quick", 1e-3, 60),  # LFW_QUICK_OVERRIDES + LFW_FACE_SETTINGS
         ("lfw50", "quick", 1e-3, 60),
         ("lfw20", "standard", 1e-3, 60),  # the standard profile's own values
         ("lfw-subset", "quick", 2e-3, 20),  # the quick profile's own values
