@@ -49,6 +49,10 @@ class Profile:
     allow (:func:`audit.pipeline.balanced_subset`; LFW20 and LFW50: 10 per person) instead of
     in proportion to the class sizes. ``classifier``: the target classifier's kind
     (:data:`models.factory.CLASSIFIERS`; None: the modality's original one).
+    ``membership_coins``: D_atk's candidates join D_train each on its own fair coin
+    (:func:`audit.pipeline.membership_by_coins`), which the attack-based epsilon bound
+    (``epsilon_lower_attack``) needs; False (the default, so left out of the hash) keeps the
+    balanced D_atk, whose rows carry no such bound.
     """
 
     epochs: int
@@ -65,6 +69,7 @@ class Profile:
     reference_models: int | None = None
     balanced_train: bool = False
     classifier: str | None = None
+    membership_coins: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -87,6 +92,8 @@ class Profile:
         r = self.reference_models
         if r is not None and (not isinstance(r, int) or isinstance(r, bool) or r < 0):
             raise ValueError(f"reference-models must be an integer >= 0, got {r!r}")
+        if not isinstance(self.membership_coins, bool):
+            raise ValueError(f"membership-coins must be a bool, got {self.membership_coins!r}")
         if not (isinstance(self.lr, float | int) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
         if not isinstance(self.balanced_train, bool):

@@ -77,9 +77,22 @@ def worst_case_rows(frame: pd.DataFrame) -> pd.DataFrame:
         mi_ap=cells["worst_mi_ap"],
         phi=cells["phi_worst"] if "phi_worst" in cells.columns else math.nan,
     )
-    if "worst_tpr_at_fpr_1pct" in worst.columns:
-        worst["tpr_at_fpr_1pct"] = worst["worst_tpr_at_fpr_1pct"]
+    for column in WORST_CASE_COLUMNS:
+        if f"worst_{column}" in worst.columns:
+            worst[column] = worst[f"worst_{column}"]
+    if "worst_beyond_chance" in worst.columns:
+        worst["beyond_chance"] = worst["worst_beyond_chance"]
     return worst
+
+
+#: The held-out worst case's own columns (``worst_<name>``) its row shows as ``<name>``.
+WORST_CASE_COLUMNS = (
+    "tpr_at_fpr_1pct",
+    "mi_ap_low",
+    "mi_ap_high",
+    "mi_ap_null_q50",
+    "mi_ap_null_q95",
+)
 
 
 def _phi_worst(frame: pd.DataFrame, row: Any) -> float:

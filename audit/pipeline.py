@@ -20,9 +20,15 @@ import torch
 from attacks import AttackData, AttackResult, AttackSettings, Records, Release, build_attack
 from attacks.registry import get_attack
 from attacks.threat import missing
-from attacks.worst_case import held_out_worst_case
 from audit import io
 from audit.attack_plan import attack_settings, calibrates
+from audit.cell_rows import (
+    Attacked,
+    Generated,
+    Measured,
+    cell_rows,
+    scores_of,
+)
 from audit.config import CellConfig
 from audit.datasets import Dataset, Split
 from audit.empirical.cell_audit import audit_cell
@@ -34,13 +40,13 @@ from audit.reference_models import (
     cell_spec,
     reference_set,
 )
-from audit.results import AttackedRecords, scores_key, write_attack_set
+from audit.results import AttackedRecords, write_attack_set
 from audit.rows import Row
-from audit.target_training import train_target
+from audit.target_training import TrainedTarget, train_target
 from dpvae_core.records import Modality
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
 from models.factory import CLASSIFIER_RECIPES, model_family
-from models.generation import Generation, finite_records, gen_labels, generate
+from models.generation import finite_records, gen_labels, generate
 from models.latent_metrics import latent_summary
 from models.training import (
     ClassifierSettings,
@@ -54,28 +60,6 @@ from models.training import (
 log = logging.getLogger(__name__)
 
 GEN_HOLDOUT = 0.2  # share of D_gen held out for the classifier's early stopping
-#: What a row says about how D_gen was drawn, where that touches privacy.
-GENERATION_NOTES: dict[Generation, dict[str, str]] = {
-    Generation.CLASS_LATENT: {
-        "generation": "class-latent (paper 003): z ~ q(z|x) of the target's training records "
-        "per class, so D_gen reads those records (perturbed ones under ldp/vae-ldp) besides "
-        "the released model, and under cdp that use of D_train is outside the accounting",
-    },
-}
-
-#: What every row releases besides the mechanism's output, computed on the private records and
-#: covered by no epsilon (the row's ``privacy_notes`` say so).
-OUTSIDE_ACCOUNTING = (
-    "n_train (|D_train|) and train_test_gap (the target VAE's losses on the real D_train and "
-    "D_test) are computed on private records outside the accounting"
-)
-MEAN_BATCH_NOTE = ", so is mean_batch_size (the realised Poisson batches' mean size)"
-
-
-def release_notes(notes: dict[str, Any]) -> dict[str, str]:
-    """The ``released_outside_accounting`` note for a row whose other notes are ``notes``."""
-    extra = MEAN_BATCH_NOTE if "mean_batch_size" in notes else ""
-    return {"released_outside_accounting": OUTSIDE_ACCOUNTING + extra}
 
 
 @dataclass(frozen=True)
@@ -89,7 +73,9 @@ class CellOutcome:
 
 
 def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
-    """Tensors of the split, with D_train capped at ``profile.max_train`` (stratified, seeded).
+    """Tensors of the split, with D_train capped at ``profile.max_train`` (stratified, seeded)
+    and, with ``profile.membership_coins``, D_atk's membership drawn by independent fair coins
+    (:func:`membership_by_coins`; else D_atk is drawn balanced when attacked).
 
     A series dataset with ``channel_ranges`` is clipped into those fixed per-channel ranges and
     mapped to [-1, 1] record by record (no statistic of any record is used); every split, and so
@@ -102,26 +88,82 @@ def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
         rng = numpy_rng(cell.seed, Purpose.SPLIT, "cap")
         subset = balanced_subset if cell.profile.balanced_train else _stratified_subset
         train_idx = subset(train_idx, dataset.y[train_idx], cap, rng)
+    test_idx, members, others, notes = split.test, None, None, {}
+    if cell.profile.membership_coins:
+        train_idx, test_idx, members, others = membership_by_coins(train_idx, test_idx, cell)
+        notes["attack_membership"] = MEMBERSHIP_NOTE
     scaler = dataset.channel_ranges
 
     def pair(idx: np.ndarray) -> Pair:
         x = dataset.x[idx] if scaler is None else scaler.transform(dataset.x[idx])
         return torch.from_numpy(x), torch.from_numpy(dataset.y[idx])
 
-    n_total = len(train_idx) + len(split.val) + len(split.test)
-    notes = {}
+    n_total = len(train_idx) + len(split.val) + len(test_idx)
     if dataset.modality is Modality.SERIES:
         notes["series_scaling"] = "series given in [-1, 1]" if scaler is None else scaler.describe()
     return CellData(
         pair(train_idx),
         pair(split.val),
-        pair(split.test),
+        pair(test_idx),
         dataset.num_classes,
         n_total,
         notes=notes,
         train_index=train_idx,
-        test_index=split.test,
+        test_index=test_idx,
+        attack_members=members,
+        attack_nonmembers=others,
     )
+
+
+MEMBERSHIP_NOTE = (
+    "D_atk's 2n candidates (n from the split's D_train, n from its D_test) each joined D_train "
+    "on an independent fair coin (seeded per seed), so |D_train| and the member count vary"
+)
+
+
+def _attack_count(n_train: int, n_test: int, cell: CellConfig) -> int:
+    """n: D_atk's records from each side of the split (balanced on average)."""
+    limit = cell.profile.attack_records
+    n_each = min(n_train, n_test)
+    return n_each if limit is None else min(n_each, limit // 2)
+
+
+def membership_by_coins(
+    train_idx: np.ndarray, test_idx: np.ndarray, cell: CellConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(D_train rows, D_test rows, members' positions in D_train, non-members' positions in
+    D_test): D_atk's candidates are n records of the split's D_train and n of its D_test
+    (:func:`_attack_count`, seeded); each then goes to D_train on its own fair coin.
+
+    Notes:
+        Steinke, Nasr and Jagielski's one-run analysis (2023, Algorithm 1) needs each audited
+        record included independently with probability 1/2; a balanced draw (exactly n members)
+        is not that. The candidates are chosen before, and independently of, the coins, and
+        every record outside them keeps its side, so D_atk's membership is i.i.d. fair coins
+        given everything else, and every attack's scores give an epsilon lower bound
+        (:mod:`audit.empirical.attack_bound`). Coins are keyed by the seed alone: every cell of
+        a seed (its baseline included) has the same D_train and D_atk.
+    """
+    n_each = _attack_count(len(train_idx), len(test_idx), cell)
+    rng = numpy_rng(cell.seed, Purpose.ATTACK, "records")
+    candidates = np.concatenate(
+        [
+            rng.choice(train_idx, size=n_each, replace=False),
+            rng.choice(test_idx, size=n_each, replace=False),
+        ]
+    )
+    coins = numpy_rng(cell.seed, Purpose.ATTACK, "membership").random(candidates.size) < 0.5
+    train = np.sort(np.concatenate([np.setdiff1d(train_idx, candidates), candidates[coins]]))
+    test = np.sort(np.concatenate([np.setdiff1d(test_idx, candidates), candidates[~coins]]))
+    members = np.searchsorted(train, np.sort(candidates[coins]))
+    others = np.searchsorted(test, np.sort(candidates[~coins]))
+    return train, test, members, others
+
+
+def independent_membership(data: CellData) -> bool:
+    """Whether D_atk's membership was drawn by independent coins (:func:`cell_data` does;
+    data built by hand, with a balanced D_atk, does not)."""
+    return data.attack_members is not None
 
 
 def _stratified_subset(
@@ -163,11 +205,11 @@ def balanced_subset(idx: np.ndarray, y: np.ndarray, k: int, rng: np.random.Gener
 
 
 def _attack_positions(data: CellData, cell: CellConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(members: positions in D_train, non-members: positions in D_test) of the balanced D_atk."""
-    limit = cell.profile.attack_records
-    n_each = min(len(data.train[0]), len(data.test[0]))
-    if limit is not None:
-        n_each = min(n_each, limit // 2)
+    """(members: positions in D_train, non-members: positions in D_test) of D_atk: those
+    :func:`cell_data` drew by coins, or for data without them a balanced seeded draw."""
+    if data.attack_members is not None and data.attack_nonmembers is not None:
+        return data.attack_members, data.attack_nonmembers
+    n_each = _attack_count(len(data.train[0]), len(data.test[0]), cell)
     rng = numpy_rng(cell.seed, Purpose.ATTACK, "records")
     members = np.sort(rng.choice(len(data.train[0]), size=n_each, replace=False))
     others = np.sort(rng.choice(len(data.test[0]), size=n_each, replace=False))
@@ -175,12 +217,11 @@ def _attack_positions(data: CellData, cell: CellConfig) -> tuple[np.ndarray, np.
 
 
 def attack_set(data: CellData, cell: CellConfig) -> AttackData:
-    """Balanced D_atk: members from D_train, non-members from D_test, always UNPERTURBED."""
+    """D_atk: members from D_train, non-members from D_test, always UNPERTURBED."""
     members, others = _attack_positions(data, cell)
-    n_each = len(members)
     x = torch.cat([data.train[0][members], data.test[0][others]])
     y = torch.cat([data.train[1][members], data.test[1][others]])
-    is_member = np.concatenate([np.ones(n_each, bool), np.zeros(n_each, bool)])
+    is_member = np.concatenate([np.ones(len(members), bool), np.zeros(len(others), bool)])
     return AttackData(x=x, y=y, is_member=is_member)
 
 
@@ -331,13 +372,6 @@ def _loss_summary(train_loss: Sequence[float]) -> str:
     return f"first {losses[0]:.4g}, largest {max(losses):.4g}, last {losses[-1]:.4g}"
 
 
-def majority_share(labels: torch.Tensor) -> float:
-    """The share of the most common label (NaN for no labels)."""
-    if len(labels) == 0:
-        return math.nan
-    return float(torch.bincount(labels).max()) / len(labels)
-
-
 def run_cell(
     cell: CellConfig,
     data: CellData,
@@ -354,11 +388,32 @@ def run_cell(
     ``cached_references``: reference models trained before (:func:`calibration_models` uses
     those of this cell's spec and trains the others; the outcome carries them)."""
     start = time.perf_counter()
-    mech = get_mechanism(cell.mech)
     target = train_target(cell, data, ctx)
-    model, prepared, trained, claim = target.model, target.prepared, target.trained, target.claim
-    family = target.family
-    history = trained.history
+    measured = measure_target(cell, data, target)
+    generated = generate_and_classify(cell, data, target, ctx)
+    attacked = attack_target(cell, data, target, generated, ctx, cached=cached_references)
+    audited = audit_cell(cell, data, ctx, target.claim)
+    facts = {
+        "acc_real": acc_real,
+        "wall_s": time.perf_counter() - start,
+        "code_version": code_version,
+        "baseline_hash": baseline_hash,
+    }
+    rows = cell_rows(cell, data, target, measured, generated, attacked, audited, facts=facts)
+    return CellOutcome(
+        rows=rows,
+        model_state=target.model.state_dict(),
+        history=_history(target, measured),
+        scores=scores_of(attacked),
+        attacked=attacked_records(data, cell),
+        references=attacked.references,
+    )
+
+
+def measure_target(cell: CellConfig, data: CellData, target: TrainedTarget) -> Measured:
+    """Whether training diverged (logged), the losses on real D_train and D_test, and the
+    latent metrics of D_train's codes."""
+    history = target.trained.history
     diverged = training_diverged(history.train_loss)
     if diverged:
         log.warning(
@@ -371,25 +426,37 @@ def run_cell(
             cell.seed,
             _loss_summary(history.train_loss),
         )
+    model = target.model
     gap_seed = derive_seed(cell.seed, Purpose.TRAIN, "gap") % 2**63
-    loss_train = evaluate_vae_loss(model, data.train, beta=cell.profile.beta, seed=gap_seed)
-    loss_test = evaluate_vae_loss(model, data.test, beta=cell.profile.beta, seed=gap_seed)
-
-    latents = latent_summary(
-        model, *data.train, seed=derive_seed(cell.seed, Purpose.TRAIN, "latent-metrics") % 2**63
+    latent_seed = derive_seed(cell.seed, Purpose.TRAIN, "latent-metrics") % 2**63
+    return Measured(
+        diverged=diverged,
+        loss_train=evaluate_vae_loss(model, data.train, beta=cell.profile.beta, seed=gap_seed),
+        loss_test=evaluate_vae_loss(model, data.test, beta=cell.profile.beta, seed=gap_seed),
+        latents=latent_summary(model, *data.train, seed=latent_seed),
     )
 
-    n_gen = cell.profile.gen_records or len(data.train[1])  # None: |D_train|, the old rule
-    labels = gen_labels(data.train[1], n_gen, seed=cell.seed)
+
+def generate_and_classify(
+    cell: CellConfig, data: CellData, target: TrainedTarget, ctx: Context
+) -> Generated:
+    """D_gen from the target (NaN values zeroed, with a warning) and the accuracy on real
+    D_test of the classifier trained on it (early stopping on a held-out share of D_gen).
+    """
+    labels = generation_labels(cell, data)
     gen_x, gen_y = generate(
-        model, labels, seed=cell.seed, method=family.generation, source=prepared.train
+        target.model,
+        labels,
+        seed=cell.seed,
+        method=target.family.generation,
+        source=target.prepared.train,
     )
-    gen_x, gen_nonfinite = finite_records(gen_x)
-    if gen_nonfinite:
+    gen_x, nonfinite = finite_records(gen_x)
+    if nonfinite:
         log.warning(
             "cell %s: %d of %d generated records had NaN or infinite values, set to 0",
             cell.config_hash,
-            gen_nonfinite,
+            nonfinite,
             len(gen_x),
         )
     fit, hold = holdout_split(
@@ -407,89 +474,63 @@ def run_cell(
         desc="classifier on D_gen",
         kind=cell.profile.classifier,
     )
+    return Generated(gen_x, gen_y, nonfinite, acc)
 
+
+def generation_labels(cell: CellConfig, data: CellData) -> torch.Tensor:
+    """D_gen's labels: ``gen_records`` (None: |D_train|, the old rule) of them with D_train's
+    class shares (exact counts), in seeded order."""
+    n_gen = cell.profile.gen_records or len(data.train[1])
+    return gen_labels(data.train[1], n_gen, seed=cell.seed)
+
+
+def attack_target(
+    cell: CellConfig,
+    data: CellData,
+    target: TrainedTarget,
+    generated: Generated,
+    ctx: Context,
+    *,
+    cached: tuple[ReferenceModel, ...] = (),
+) -> Attacked:
+    """Every attack of the cell against what its mechanism releases (D_gen and the reference
+    records and models included), on D_atk."""
     atk_data = attack_set(data, cell)
     reference = reference_records(data, cell)
     release = Release.of_kind(
-        mech.release, model=model, samples=released_samples(gen_x, gen_y), reference=reference
+        get_mechanism(cell.mech).release,
+        model=target.model,
+        samples=released_samples(generated.x, generated.y),
+        reference=reference,
     )
-    references = calibration_models(
-        cell, data, release, reference, ctx, cached=tuple(cached_references)
-    )
+    references = calibration_models(cell, data, release, reference, ctx, cached=tuple(cached))
     if references is not None:
         release = replace(release, reference_models=references.modules(device=ctx.device))
-    results = run_attacks(cell, release, atk_data, ctx, modality=family.modality)
-    worst = worst_case_columns(results, seed=derive_seed(cell.seed, Purpose.ATTACK, "worst-case"))
-    audited = audit_cell(cell, data, ctx, claim)
-
-    wall = time.perf_counter() - start
+    results = run_attacks(cell, release, atk_data, ctx, modality=target.family.modality)
     notes = {
-        **data.notes,
-        **prepared.notes,
-        **claim.extra,
-        **GENERATION_NOTES.get(family.generation, {}),
         "reference": reference_note(data, cell, reference, references),
-        **({"gen_nonfinite_records_zeroed": gen_nonfinite} if gen_nonfinite else {}),
         **not_run_note(cell, release),
-        **({"empirical_audit": audited.note} if audited.note else {}),
     }
-    notes.update(release_notes(notes))
-    facts = {
-        "dataset": cell.dataset,
-        "mech": cell.mech.value,
-        "param_name": cell.param_name,
-        "param_value": cell.param_value if cell.param_value is not None else math.nan,
-        "seed": cell.seed,
-        "profile": cell.option("profile_name", ""),
-        "acc": acc,
-        "acc_base": 1.0 / data.num_classes,
-        "acc_majority": majority_share(data.test[1]),
-        **latents,
-        "train_diverged": diverged,
-        "acc_real": acc_real,
-        "train_test_gap": loss_test - loss_train,
-        "epsilon": claim.epsilon,
-        "delta": claim.delta,
-        "epsilon_method": claim.method,
-        "accountant": claim.accountant,
-        "privacy_notes": "; ".join(f"{k}={v}" for k, v in notes.items()),
-        "epochs": cell.profile.epochs,
-        "batch_size": cell.profile.batch_size,
-        "lr": cell.profile.lr,
-        "latent_dim": cell.profile.latent_dim,
-        "n_train": len(data.train[0]),
-        "n_attack": len(atk_data.is_member),
-        "n_test": len(data.test[0]),
-        "gen_records": len(gen_y),
-        "clip_norm": math.nan if history.dp is None else history.dp.clip_norm,
-        "wall_s": wall,
-        "config_hash": cell.config_hash,
-        "code_version": code_version,
-        "baseline_hash": baseline_hash,
-        **audited.columns(),
-    }
-    rows = tuple(
-        Row(**facts, **result.to_row(), **columns)
-        for result, columns in zip(results, worst, strict=True)
+    return Attacked(
+        data=atk_data,
+        release=release,
+        results=results,
+        references=references,
+        independent=independent_membership(data),
+        notes=notes,
     )
-    hist = {
+
+
+def _history(target: TrainedTarget, measured: Measured) -> dict[str, Any]:
+    history = target.trained.history
+    return {
         "train_loss": history.train_loss,
         "val_loss": history.val_loss,
         "dp_run": None if history.dp is None else _plain(asdict(history.dp)),
-        "train_notes": dict(trained.notes),
-        "loss_train_real": loss_train,
-        "loss_test_real": loss_test,
+        "train_notes": dict(target.trained.notes),
+        "loss_train_real": measured.loss_train,
+        "loss_test_real": measured.loss_test,
     }
-    scores = {scores_key(r.attack, r.distance.value, r.variant.value): r.scores for r in results}
-    scores["is_member"] = atk_data.is_member
-    return CellOutcome(
-        rows=rows,
-        model_state=model.state_dict(),
-        history=hist,
-        scores=scores,
-        attacked=attacked_records(data, cell),
-        references=references,
-    )
 
 
 def _plain(value: Any) -> Any:
@@ -526,26 +567,6 @@ def not_run_note(cell: CellConfig, release: Release) -> dict[str, str]:
         f"{name} (lacks {', '.join(sorted(c.value for c in caps))})" for name, caps in unmet.items()
     ]
     return {"not_run": ", ".join(parts)}
-
-
-def worst_case_columns(results: list[AttackResult], *, seed: int) -> list[dict[str, object]]:
-    """The worst-case columns of each result's row, in order: ``worst_case`` True on the one
-    result :func:`~attacks.worst_case.held_out_worst_case` picks on half of D_atk, and on every
-    row that result's MI AP and TPR at FPR 1 % on the other half (``worst_mi_ap``,
-    ``worst_tpr_at_fpr_1pct``). With fewer than two members or non-members D_atk cannot be
-    halved: ``worst_case`` None and NaN metrics."""
-    if min(int(results[0].is_member.sum()), int((~results[0].is_member).sum())) < 2:
-        return [{"worst_case": None} for _ in results]
-    worst = held_out_worst_case(results, seed=seed)
-    chosen = (worst.attack, worst.distance, worst.variant)
-    return [
-        {
-            "worst_case": (r.attack, r.distance.value, r.variant.value) == chosen,
-            "worst_mi_ap": worst.metrics.mi_ap,
-            "worst_tpr_at_fpr_1pct": worst.metrics.tpr_at_fpr_1pct,
-        }
-        for r in results
-    ]
 
 
 def run_attacks(

@@ -26,14 +26,30 @@ class Row:
             the reconstruction attack).
         profile: the profile's name.
         mi_ap, mi_auc, tpr_at_fpr_1pct, tpr_at_fpr_01pct: the attack's metrics
-            (:class:`attacks.metrics.AttackMetrics`).
+            (:class:`attacks.metrics.AttackMetrics`); a TPR at an FPR is NaN where D_atk holds
+            fewer than 1/FPR non-members (it would be TPR at zero false positives), and
+            ``tpr_note`` says so.
+        mi_ap_low, mi_ap_high, mi_auc_low, mi_auc_high: 95 % bootstrap intervals (members and
+            non-members resampled separately; :func:`attacks.uncertainty.bootstrap_intervals`).
+        mi_ap_null_q50, mi_ap_null_q95: a blind attacker's MI AP quantiles at the row's member
+            and non-member counts (:func:`attacks.uncertainty.mi_ap_null`); ``beyond_chance``:
+            mi_ap above mi_ap_null_q95 (None in older cells).
+        tpr_at_fpr_1pct_low/high, tpr_at_fpr_01pct_low/high: two-sided 95 % Clopper-Pearson
+            intervals of the TPRs over the members (NaN where the TPR is).
         worst_case: True on the one row of the cell whose (attack, distance, variant)
             :func:`attacks.worst_case.held_out_worst_case` picks (highest MI AP on a seeded half
             of D_atk, seeded from the cell's attack seed), False on the others; None where D_atk
             holds fewer than two members or non-members.
         worst_mi_ap, worst_tpr_at_fpr_1pct (cell): the chosen result's MI AP and TPR at FPR 1 %
             on the other half of D_atk, which played no part in the choice (unbiased, at half
-            the records); the figures to read as the cell's worst case over its attacks.
+            the records); the figures to read as the cell's worst case over its attacks; the
+            TPR is NaN below 100 non-members in that half.
+        worst_mi_ap_low/high, worst_mi_ap_null_q50/q95, worst_beyond_chance (cell): the held-out
+            worst case's bootstrap interval and chance quantiles at the half's counts.
+        attacker_sees: what of the release the attack read (``encoder and decoder``, ``decoder
+            only``, ``samples only``); side_reference_records, side_reference_models: how many
+            reference records and models this result read (0: none), side_models_trained: how
+            those models were trained (:mod:`audit.threat_columns`).
         acc: the target classifier's accuracy on real D_test, trained on D_gen; acc_base
             1 / #classes; acc_real: the same classifier trained on real D_train.
         utility_valid: whether the baseline's accuracy is above chance; filled when results are
@@ -75,6 +91,11 @@ class Row:
         epsilon_lower_input, epsilon_lower_input_m, epsilon_lower_input_ceiling: the bound a
             user's adversary gets (the one-run audit with m input canaries scored by the
             strongest attack of the release), m and its ceiling; NaN / 0 where not run.
+        epsilon_lower_attack, epsilon_lower_attack_ceiling, epsilon_lower_attack_note: this
+            attack's own scores on D_atk read as a one-run audit (95 % confidence, at the
+            claim's delta; :mod:`audit.empirical.attack_bound`), the most it could prove, and
+            how it was obtained or why it is NaN; ``check`` fails a row whose bound exceeds
+            its claim.
         latent_hoyer, latent_mmd, latent_mmd_sparse: paper 004's Section 5.1 metrics of the
             target VAE's codes of D_train (:func:`models.latent_metrics.latent_summary`): the
             Hoyer sparsity of the encoder means, and MMD^2 between one q(z | x) sample per
@@ -98,9 +119,30 @@ class Row:
     mi_auc: float
     tpr_at_fpr_1pct: float
     tpr_at_fpr_01pct: float
+    mi_ap_low: float = math.nan
+    mi_ap_high: float = math.nan
+    mi_auc_low: float = math.nan
+    mi_auc_high: float = math.nan
+    mi_ap_null_q50: float = math.nan
+    mi_ap_null_q95: float = math.nan
+    beyond_chance: bool | None = None
+    tpr_at_fpr_1pct_low: float = math.nan
+    tpr_at_fpr_1pct_high: float = math.nan
+    tpr_at_fpr_01pct_low: float = math.nan
+    tpr_at_fpr_01pct_high: float = math.nan
+    tpr_note: str = ""
     worst_case: bool | None = None
     worst_mi_ap: float = math.nan
+    worst_mi_ap_low: float = math.nan
+    worst_mi_ap_high: float = math.nan
+    worst_mi_ap_null_q50: float = math.nan
+    worst_mi_ap_null_q95: float = math.nan
+    worst_beyond_chance: bool | None = None
     worst_tpr_at_fpr_1pct: float = math.nan
+    attacker_sees: str = ""
+    side_reference_records: int = 0
+    side_reference_models: int = 0
+    side_models_trained: str = ""
     acc: float
     acc_base: float
     acc_real: float
@@ -141,6 +183,9 @@ class Row:
     epsilon_lower_input: float = math.nan
     epsilon_lower_input_m: int = 0
     epsilon_lower_input_ceiling: float = math.nan
+    epsilon_lower_attack: float = math.nan
+    epsilon_lower_attack_ceiling: float = math.nan
+    epsilon_lower_attack_note: str = ""
     latent_hoyer: float = math.nan
     latent_mmd: float = math.nan
     latent_mmd_sparse: float = math.nan

@@ -164,12 +164,14 @@ BOUND_METRIC = "epsilon_lower>epsilon"
 #: own claim is at most the cell's (q = B/N falls as N grows); a bound above the cell's claim is
 #: a bug either way.
 #: The f-DP bounds assume a Gaussian-shaped trade-off curve; DP-SGD's is close to one, so a bound
-#: above the claim is a bug there too.
+#: above the claim is a bug there too. ``epsilon_lower_attack`` is each attack's own scores on
+#: D_atk read as a one-run audit (:mod:`audit.empirical.attack_bound`), at the claim's delta.
 BOUND_COLUMNS = (
     "epsilon_lower",
     "epsilon_lower_input",
     "epsilon_lower_fdp",
     "epsilon_lower_input_fdp",
+    "epsilon_lower_attack",
 )
 
 

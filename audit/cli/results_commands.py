@@ -176,6 +176,11 @@ def check_request(args: argparse.Namespace) -> CheckRequest | CalibrateRequest:
             )
         if args.write is None:
             raise ValueError("check --calibrate needs --write FILE (where the thresholds go)")
+        if args.write.is_dir():
+            raise ValueError(
+                f"--write {str(args.write)!r} is a directory; give the thresholds FILE to "
+                f"write, e.g. {str(args.write / 'thresholds.json')!r}"
+            )
         return CalibrateRequest(
             run_dirs=tuple(args.calibrate),
             write=args.write,
@@ -208,7 +213,9 @@ def run_report(request: ReportRequest) -> int:
         f"report written to {report.markdown} ({len(report.figures)} figure files in "
         f"{report.out_dir}{skipped})"
     )
-    return 0
+    for line in report.unfinished:
+        print(f"missing: {line}")
+    return 1 if report.unfinished else 0
 
 
 def run_check(request: CheckRequest) -> int:

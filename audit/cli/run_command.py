@@ -197,6 +197,15 @@ def build_run_parser() -> argparse.ArgumentParser:
         f"{std.reference_models}, paper: {PROFILES[ProfileName.PAPER].reference_models})",
     )
 
+    prof.add_argument(
+        "--membership-coins",
+        action="store_true",
+        default=None,
+        help="draw D_atk's membership by independent fair coins (each candidate joins D_train "
+        "on its own coin; |D_train| varies) so that every attack's scores also give an "
+        "epsilon lower bound (epsilon_lower_attack); default: the balanced D_atk, no such bound",
+    )
+
     mech = p.add_argument_group("mechanism options (each mechanism declares its own)")
     from audit.mechanisms import declared_options
     from audit.options import option_flags
@@ -219,6 +228,7 @@ PROFILE_FIELDS = (
     "max_train",
     "gen_records",
     "reference_models",
+    "membership_coins",
 )
 
 

@@ -30,7 +30,9 @@ class CellData:
 
     ``train_index`` and ``test_index``: each record's row in the dataset (N,), so that a cell's
     records can be found again without recomputing the split; None for data not cut from a
-    dataset (tests)."""
+    dataset (tests). ``attack_members`` / ``attack_nonmembers``: D_atk's positions in D_train
+    and D_test where its membership was drawn by independent coins
+    (:func:`audit.pipeline.cell_data`); None for a balanced D_atk drawn when attacked."""
 
     train: Pair
     val: Pair
@@ -40,6 +42,8 @@ class CellData:
     notes: Mapping[str, str] = field(default_factory=dict)
     train_index: np.ndarray | None = None
     test_index: np.ndarray | None = None
+    attack_members: np.ndarray | None = None
+    attack_nonmembers: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:

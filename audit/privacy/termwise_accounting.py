@@ -256,6 +256,12 @@ def paper_kappa_epsilon(
     )
 
 
+PAPER_KAPPA_NOTE = (
+    "paper 004's kappa = sigma_{eps/2} / sigma_eps rescaling, shown for comparison only: NOT a "
+    "bound for what the code does (it can be below the valid epsilon); the claim is epsilon"
+)
+
+
 def termwise_claim(
     *,
     n_train: int,
@@ -309,6 +315,7 @@ def termwise_claim(
         extra["epsilon_paper_kappa"] = paper_kappa_epsilon(
             **schedule, noise_multiplier=noise_multiplier, conversion=conversion
         )
+        extra["epsilon_paper_kappa_note"] = PAPER_KAPPA_NOTE
     return PrivacyClaim(
         epsilon=epsilon,
         delta=delta,

@@ -23,16 +23,17 @@ from attacks.registry import get_attack
 from attacks.threat import applicable
 from audit import io
 from audit.attack_plan import SWEEP_ATTACKS, attack_settings, check_requested
+from audit.cell_rows import result_rows
 from audit.config import CACHE_SCHEMA
 from audit.mechanisms import Context
-from audit.pipeline import run_release_attacks, worst_case_columns
+from audit.pipeline import run_release_attacks
 from audit.release.entry_points import as_released, check_model
 from audit.release.record_sets import SERIES_RANGE, AuditRecords, RecordSet, Role
 from audit.results import cell_path, scores_key, write_csv
 from audit.rows import Row
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.records import Modality
-from dpvae_core.seeding import Purpose, derive_seed, torch_generator
+from dpvae_core.seeding import Purpose, torch_generator
 from dpvae_core.validation import parse_enum
 from models.generation import gen_labels
 
@@ -170,7 +171,7 @@ def audit_release(
         dcr = dcr_baseline(release.samples.x, members, non_members)
     digest = _config_hash(records, config, release, model)
     facts = _facts(records, config, release, digest, time.perf_counter() - start, skipped, model)
-    rows = _rows(facts, results, seed=config.seed)
+    rows = _rows(facts, results, release=release, seed=config.seed)
     scores = {scores_key(r.attack, r.distance.value, r.variant.value): r.scores for r in results}
     scores["is_member"] = data.is_member
     audit = ReleaseAudit(rows=rows, dcr=dcr, scores=scores)
@@ -181,12 +182,21 @@ def audit_release(
     return ReleaseAudit(rows=rows, dcr=dcr, scores=scores, cell_dir=cell_dir)
 
 
-def _rows(facts: dict[str, object], results: list, *, seed: int) -> tuple[Row, ...]:
-    """One row per result, with the held-out worst case seeded as a cell's from its seed."""
-    worst = worst_case_columns(results, seed=derive_seed(seed, Purpose.ATTACK, "worst-case"))
-    return tuple(
-        Row(**facts, **result.to_row(), **columns)
-        for result, columns in zip(results, worst, strict=True)
+def _rows(
+    facts: dict[str, object], results: list, *, release: Release, seed: int
+) -> tuple[Row, ...]:
+    """One row per result, built as a cell's (:func:`audit.cell_rows.result_rows`), with the
+    held-out worst case seeded as a cell's from its seed. The user drew the membership, not
+    this code, so no attack-based epsilon bound is claimed (``epsilon_lower_attack`` NaN, with
+    why)."""
+    return result_rows(
+        facts,
+        results,
+        release=release,
+        references=None,
+        independent=False,
+        seed=seed,
+        delta=math.nan,
     )
 
 

@@ -74,10 +74,21 @@ def curve_figures(
             frame.loc[frame["attack"] == RECONSTRUCTION, "config_hash"]
         )
         if without:
+            configs = results.cell_configs(run_dir)
+            listed = sum(
+                RECONSTRUCTION in configs.get(h, {}).get("attacks", [RECONSTRUCTION])
+                for h in without
+            )
+            unlisted = len(without) - listed
+            reasons = [
+                f"{unlisted} did not list it (--attack)" if unlisted else "",
+                f"{listed} release(s) lack the encoder" if listed else "",
+            ]
             skip(
                 skipped,
                 f"{name}: attack curves show the reconstruction attack; {len(without)} cell(s) "
-                "did not run it (their release lacks the encoder) and are left out",
+                f"have no reconstruction rows ({', '.join(r for r in reasons if r)}) and are "
+                "left out",
             )
         frame = frame[frame["attack"] == RECONSTRUCTION]
     found = _cell_scores(run_dir, list(frame["config_hash"].unique()), skipped, name)
@@ -107,9 +118,13 @@ def curve_figures(
             else:
                 rows.setdefault(mech, []).append(curves)
         if rows or baseline is not None:
-            title = (
-                f"{name}: attack curves, distance {distance.upper()} (mean over seeds, 95 % band)"
+            seeds = frame["seed"].nunique()
+            how = (
+                "mean over seeds, 95 % band"
+                if seeds > 1
+                else "one seed: no band; each MI AP's 95 % interval is in the per-attack table"
             )
+            title = f"{name}: attack curves, distance {distance.upper()} ({how})"
             figures.append(
                 (f"attack_curves_{distance}", attack_curves(rows, baseline, title=title))
             )

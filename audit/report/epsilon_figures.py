@@ -3,6 +3,8 @@ MI AP and phi, with the baseline, real-data and chance levels as reference lines
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -33,10 +35,18 @@ def _acc_refs(settings: pd.DataFrame) -> list[RefLine]:
     refs.append(
         RefLine(settings["acc_real"].mean(), "classifier trained on real data", "-.", "dimgray")
     )
-    refs.append(
-        RefLine(settings["acc_base"].mean(), "chance (1 / #classes)", ":", "grey", show_value=False)
-    )
+    refs.append(RefLine(*chance_accuracy(settings), ":", "grey"))
     return refs
+
+
+def chance_accuracy(settings: pd.DataFrame) -> tuple[float, str]:
+    """(level, legend label) of chance accuracy as the text uses it: the larger of 1/#classes
+    and D_test's majority-class share (what always answering the commonest class scores)."""
+    uniform = float(settings["acc_base"].mean())
+    majority = float(settings["acc_majority"].max()) if "acc_majority" in settings else math.nan
+    if math.isfinite(majority) and majority > uniform:
+        return majority, "chance (D_test's majority-class share)"
+    return uniform, "chance (1 / #classes)"
 
 
 def _mi_refs(distances: pd.DataFrame) -> dict[str, list[RefLine]]:

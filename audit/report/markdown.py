@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit.config import MechanismName
 from audit.report.stats import MeanInterval, format_epsilon
-from audit.report.summaries import SETTING
 
 
 def interval(row: pd.Series | dict, metric: str) -> MeanInterval:
@@ -31,48 +29,6 @@ def _eps(row: pd.Series | dict) -> str:
     eps = interval(row, "epsilon")
     text = format_epsilon(eps.mean)
     return f"{text} ± {eps.half_width:.3g}" if eps.half_width > 0 else text
-
-
-def _key(row: pd.Series) -> tuple:
-    """A setting's identity without the NaN parameter of the baseline (NaN != NaN in dicts)."""
-    return tuple(row[k] for k in SETTING if k != "param_value")
-
-
-def main_table(settings: pd.DataFrame, distances: pd.DataFrame) -> str:
-    """The main table: dataset, mech, param, epsilon, MI AP and phi per distance, acc, seeds."""
-    names = sorted(distances["distance"].unique())
-    by_key = {(_key(r), r["distance"]): r for _, r in distances.iterrows()}
-    headers = [
-        "dataset",
-        "mech",
-        "param",
-        "ε",
-        *[f"MI AP ({d})" for d in names],
-        "acc",
-        *[f"φ ({d})" for d in names],
-        "seeds",
-    ]
-    rows = []
-    for _, s in settings.iterrows():
-        per = [by_key.get((_key(s), d)) for d in names]
-        rows.append(
-            [
-                s["dataset"],
-                s["mech"],
-                s["param_label"],
-                _eps(s),
-                *[interval(p, "mi_ap").format() if p is not None else "n/a" for p in per],
-                interval(s, "acc").format(),
-                *[
-                    "–"
-                    if p is None or s["mech"] == MechanismName.NONE.value
-                    else interval(p, "phi").format()
-                    for p in per
-                ],
-                int(s["acc_n"]),
-            ]
-        )
-    return _md_table(headers, rows)
 
 
 def sweet_spot_table(spots: pd.DataFrame) -> str:
@@ -118,6 +74,7 @@ def render_markdown(
     source: Path,
     skipped: Sequence[str],
     limits: Sequence[float],
+    unfinished: Sequence[str] = (),
 ) -> str:
     """report.md: header, then per dataset/profile its tables and figures, then what was skipped."""
     seeds = sorted(frame["seed"].unique().tolist())
@@ -126,15 +83,26 @@ def render_markdown(
         "# Privacy audit report",
         f"Source: `{source}`: {len(frame)} rows, seed(s) {seeds}"
         + (f", code version(s) {', '.join(versions)}." if versions else "."),
-        "Values are the mean over seeds ± the half-width of the 95 % Student-t interval, "
-        "t(0.975, n-1)·s/√n over n seeds (plots cut it at the metric's range); a value from a "
-        "single seed is shown alone. Two seeds give t = 12.7, so use three or more (t = 4.30) "
-        "for intervals that say something. ε of the non-private run is ∞.",
+        "Over several seeds a value is the mean ± the half-width of the 95 % Student-t "
+        "interval, t(0.975, n-1)·s/√n over n seeds (two seeds give t = 12.7: use three or "
+        "more); a single seed's MI AP, AUC and TPR come with their own 95 % interval in "
+        "brackets (bootstrap over the attacked records; Clopper-Pearson for TPR). 'blind "
+        "attacker' is the 95 % quantile of the MI AP an attacker whose scores ignore "
+        "membership reaches at the same member and non-member counts: a value at or below it "
+        "is **at chance**. The worst case is held out: the attack is picked on one half of "
+        "the attacked records and measured on the other. ε of the non-private run is ∞.",
     ]
+    if unfinished:
+        parts += [
+            "## Cells missing from this report",
+            f"{len(unfinished)} cell(s) of this run have no rows (the report, like `check`, "
+            "leaves them out and exits with status 1):",
+            "\n".join(f"- {u}" for u in unfinished),
+        ]
     for name, table, spots, figures in sections:
         parts += [
             f"## {name}",
-            "### Results",
+            "### At a glance (one row per setting)",
             table,
             "`utility_valid` (runs.csv): the row's non-private baseline classifies above chance "
             "by a one-sided exact binomial test at 1 % on the test-set size; φ is left empty "
@@ -143,7 +111,8 @@ def render_markdown(
             "For each MI AP limit, the setting of each mechanism with the best accuracy whose "
             "attack power (the largest MI AP over the distances, mean over seeds) is at most "
             f"the limit (paper 003, Section 5.2); limits {', '.join(f'{x:g}' for x in limits)}."
-            " The baseline (none) is listed too: where it qualifies, no mechanism is needed.",
+            " The baseline (none) is listed too: where it qualifies, no mechanism is needed. "
+            "A limit at or below the blind attacker's 95 % quantile cannot be told from chance.",
             spots,
             "### Figures",
         ]

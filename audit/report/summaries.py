@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from audit import derived, results
+from audit.attack_plan import DEFAULT_ATTACKS
 from audit.check import param_label
 from audit.config import MechanismName
 from audit.report.stats import summarise
@@ -108,23 +109,45 @@ def measure_labels(frame: pd.DataFrame) -> pd.Series:
 
 
 def _label_options(frame: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
-    """Where one run configuration holds several settings of one (mech, parameter) (cells with
-    other mechanism options), append each one's options to its ``param_label``."""
+    """Where one run configuration holds several settings of one (mech, parameter), append to
+    each one's ``param_label`` what tells them apart: their attack lists (cells run with
+    different ``--attack`` lists, each with its own worst case) and/or their mechanism
+    options."""
     keys = ["dataset", "profile", "run_hash", "mech", "param_label"]
     clashes = frame.groupby(keys, dropna=False)["setting_hash"].transform("nunique") > 1
     if not clashes.any():
         return frame
     configs = results.cell_configs(run_dir)
-    by_setting = {results.setting_hash(c): results.mech_settings(c) for c in configs.values()}
-    log.warning(
-        "%s holds settings that differ only in mechanism options; they are shown apart", run_dir
-    )
+    by_setting = {results.setting_hash(c): setting_label_parts(c) for c in configs.values()}
     frame = frame.copy()
+    kinds = set()
+    lists = frame.groupby(keys, dropna=False)["setting_hash"].transform(
+        lambda hashes: len({by_setting.get(h, ("", ""))[0] for h in hashes})
+    )
+    labels = frame["param_label"].copy()
     for i in frame.index[clashes]:
-        options = by_setting.get(frame.at[i, "setting_hash"], {})
-        text = ", ".join(f"{k}={v}" for k, v in sorted(options.items())) or "default options"
-        frame.at[i, "param_label"] = f"{frame.at[i, 'param_label']} [{text}]"
+        attacks, options = by_setting.get(frame.at[i, "setting_hash"], ("", ""))
+        parts = [f"attacks: {attacks}"] if lists[i] > 1 else []
+        kinds.add("attack lists" if parts else "mechanism options")
+        if not parts or options != "default options":
+            parts.append(options)
+        labels[i] = f"{labels[i]} [{'; '.join(parts)}]"
+    frame["param_label"] = labels
+    log.warning(
+        "%s holds settings that differ in their %s; they are shown apart, each with its own "
+        "worst case",
+        run_dir,
+        " and ".join(sorted(kinds)),
+    )
     return frame
+
+
+def setting_label_parts(config: dict) -> tuple[str, str]:
+    """(the cell's attack list, its mechanism options) as label text."""
+    attacks = ", ".join(config.get("attacks", DEFAULT_ATTACKS))
+    options = results.mech_settings(config)
+    text = ", ".join(f"{k}={v}" for k, v in sorted(options.items())) or "default options"
+    return attacks, text
 
 
 def run_sections(frame: pd.DataFrame, run_dir: Path) -> list[tuple[str, str, pd.DataFrame]]:
@@ -169,7 +192,8 @@ def per_seed(frame: pd.DataFrame) -> pd.DataFrame:
     has one, else (D_atk too small to split, or a bare runs.csv without the column) the largest
     MI AP over the measures (NaN if any measure's MI AP is NaN)."""
     grouped = frame.groupby([*SETTING, "seed"], dropna=False, sort=False)
-    out = grouped[["acc", "acc_real", "acc_base", "epsilon"]].mean()
+    columns = ["acc", "acc_real", "acc_base", "epsilon"]
+    out = grouped[[*columns, *(["acc_majority"] if "acc_majority" in frame else [])]].mean()
     out["attack_power"] = grouped[["distance", "mi_ap"]].apply(_attack_power)
     return out.reset_index()
 
@@ -184,7 +208,9 @@ def _attack_power(rows: pd.DataFrame) -> float:
 def setting_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per setting: mean and 95 % half-width over seeds of acc, epsilon, attack power."""
     metrics = ("acc", "acc_real", "acc_base", "epsilon", "attack_power")
-    return ordered(summarise(per_seed(frame), SETTING, metrics)).reset_index(drop=True)
+    seeds = per_seed(frame)
+    metrics += ("acc_majority",) if "acc_majority" in seeds else ()
+    return ordered(summarise(seeds, SETTING, metrics)).reset_index(drop=True)
 
 
 def distance_summary(frame: pd.DataFrame) -> pd.DataFrame:

@@ -18,7 +18,8 @@ from audit.report.claim_vs_bound import (
 from audit.report.curves import curve_figures
 from audit.report.epsilon_figures import summary_figures
 from audit.report.grids import grid_figures
-from audit.report.markdown import main_table, render_markdown, sweet_spot_table
+from audit.report.headline import detail_table, headline_table, worst_case_figure
+from audit.report.markdown import render_markdown, sweet_spot_table
 from audit.report.plots import save_figure
 from audit.report.summaries import (
     MI_AP_LIMITS,
@@ -30,6 +31,7 @@ from audit.report.summaries import (
     sweet_spots,
     utility_note,
 )
+from audit.results import unfinished_cells
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ class Report:
     markdown: Path
     figures: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
 
 
 def _slug(text: str) -> str:
@@ -76,12 +79,14 @@ def write_report(
     out = io.check_writable_dir(
         Path(out_dir) if out_dir is not None else Path(run_dir) / REPORT_DIR
     )
-    report = Report(out_dir=out, markdown=out / REPORT_MD)
+    report = Report(out_dir=out, markdown=out / REPORT_MD, unfinished=unfinished_cells(run_dir))
     sections = []
     for name, stem_prefix, group in run_sections(frame, Path(run_dir)):
         settings, distances = setting_summary(group), distance_summary(group)
         no_utility = utility_note(group)
-        figures = summary_figures(
+        worst = worst_case_figure(group, title=f"{name}: held-out worst case over attacks vs ε")
+        figures = [("worst_case", worst)] if worst is not None else []
+        figures += summary_figures(
             settings, distances, name=name, skipped=report.skipped, no_utility=no_utility
         )
         figures += curve_figures(run_dir, group, name=name, skipped=report.skipped)
@@ -90,7 +95,11 @@ def write_report(
                 run_dir, ordered(group), name=name, data_home=data_home, skipped=report.skipped
             )
         audited = audited_cells(group)
-        table = main_table(settings, distances)
+        table = (
+            headline_table(group)
+            + "\n\n### Per attack (one row per attack variant)\n\n"
+            + detail_table(group)
+        )
         if not audited.empty:
             title = f"{name}: claimed ε vs empirical lower bound"
             figures.append(("claim_vs_bound", claim_vs_bound_figure(audited, title=title)))
@@ -112,7 +121,12 @@ def write_report(
             )
         )
     text = render_markdown(
-        frame, sections, source=Path(run_dir), skipped=report.skipped, limits=limits
+        frame,
+        sections,
+        source=Path(run_dir),
+        skipped=report.skipped,
+        limits=limits,
+        unfinished=report.unfinished,
     )
     io.write_text(report.markdown, text)
     log.info("report written to %s (%d figure files)", report.markdown, len(report.figures))

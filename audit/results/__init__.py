@@ -67,7 +67,12 @@ from audit.results.manifest import (
     run_settings,
     setting_hash,
 )
-from audit.results.table import collect_rows, load_rows, write_csv
+from audit.results.table import (
+    collect_rows,
+    load_rows,
+    unfinished_cells,
+    write_csv,
+)
 
 __all__ = [
     "ATTACK_SET_FILE",
@@ -101,6 +106,7 @@ __all__ = [
     "mech_settings",
     "parse_scores_key",
     "planned_cells",
+    "unfinished_cells",
     "read_attack_set",
     "read_manifest",
     "run_hash",

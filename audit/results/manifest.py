@@ -160,3 +160,11 @@ def planned_cells(run_dir: Path) -> list[dict[str, Any]] | None:
     settings = manifest["settings"]
     extra = {"dataset": settings.get("dataset"), "profile": settings.get("profile_name")}
     return [{**cell, **extra} for cell in manifest["cells"].values()]
+
+
+def planned_hashes(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The cells every sweep into ``run_dir`` planned, by config hash (empty without a
+    manifest)."""
+    if not (Path(run_dir) / MANIFEST).exists():
+        return {}
+    return dict(read_manifest(run_dir)["cells"])

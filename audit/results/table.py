@@ -13,10 +13,10 @@ import pandas as pd
 
 from audit import derived, io
 from audit.config import check_cache_schema
-from audit.results.cells import cell_config, cell_rows
+from audit.results.cells import cell_config, cell_rows, is_finished
 from audit.results.layout import CELLS_DIR, RUNS_CSV, SORT_KEYS
 from audit.results.locks import locked
-from audit.results.manifest import run_hash, setting_hash
+from audit.results.manifest import planned_hashes, run_hash, setting_hash
 from audit.rows import COLLECTED_COLUMNS, COLUMNS, RESULT_KEY
 
 log = logging.getLogger(__name__)
@@ -111,3 +111,32 @@ def _read_csv(path: Path) -> pd.DataFrame:
         )
         frame = frame[~torn].reset_index(drop=True)
     return frame
+
+
+def unfinished_cells(run_dir: Path) -> list[str]:
+    """What the rows of ``run_dir`` lack, as ``check`` and ``report`` name it: every cell a
+    sweep into it planned (:func:`planned_hashes`) that is not finished (never written,
+    interrupted, or damaged), and every other cell directory whose ``config.json`` or
+    ``rows.json`` is there but does not read back (damaged). Empty for a complete run."""
+    cells = Path(run_dir) / CELLS_DIR
+    planned = planned_hashes(run_dir)
+    found = []
+    for name, cell in planned.items():
+        cell_dir = cells / name
+        if is_finished(cell_dir):
+            continue
+        what = f"{cell.get('mech')} {cell.get('param_name')}={cell.get('param_value')}"
+        state = "damaged or interrupted" if cell_dir.is_dir() else "never written"
+        found.append(
+            f"{CELLS_DIR}/{name} ({what}, seed {cell.get('seed')}): planned by a sweep into "
+            f"this directory, {state} (rows.json or config.json missing or unreadable): rerun "
+            "the sweep"
+        )
+    for cell_dir in sorted(cells.glob("*/")) if cells.is_dir() else []:
+        written = (cell_dir / "rows.json").exists() or (cell_dir / "config.json").exists()
+        if cell_dir.name not in planned and written and not is_finished(cell_dir):
+            found.append(
+                f"{CELLS_DIR}/{cell_dir.name}: damaged (rows.json or config.json unreadable): "
+                "rerun the sweep to compute it again"
+            )
+    return found

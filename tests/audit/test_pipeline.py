@@ -11,6 +11,7 @@ import torch
 
 from attacks.attack import AttackResult, Variant
 from attacks.distances import Distance
+from audit.cell_rows import worst_case_columns
 from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
 from audit.mechanisms import CellData
 from audit.pipeline import (
@@ -21,7 +22,6 @@ from audit.pipeline import (
     reference_note,
     reference_positions,
     reference_records,
-    worst_case_columns,
 )
 from audit.reference_models import cell_spec
 
@@ -161,7 +161,7 @@ def test_training_divergence_is_detected_from_the_epoch_losses():
 def test_majority_share_is_the_most_common_labels_share():
     import torch
 
-    from audit.pipeline import majority_share
+    from audit.cell_rows import majority_share
 
     assert majority_share(torch.tensor([0, 1, 1, 2])) == 0.5
     assert math.isnan(majority_share(torch.tensor([], dtype=torch.int64)))

@@ -243,3 +243,22 @@ def test_a_worst_case_entry_is_expected_of_every_planned_cell():
     )  # fmt: skip
     cell = {"dataset": "lfw-subset", "mech": "cdp", "param_value": 1.0, "attacks": ["domias"]}
     assert t.expects(cell)  # whatever attacks the cell ran
+
+
+def test_an_attack_whose_own_scores_prove_more_than_the_claim_fails(tmp_path, capsys):
+    """The planted row: a near-perfect attack on 1000 independently drawn D_atk records proves
+    epsilon > 2.5 at delta 1e-6 (audit.empirical.attack_bound); a cdp claim of 2.0 is false."""
+    import numpy as np
+
+    from audit.empirical.attack_bound import attack_epsilon_bound
+
+    is_member = np.random.default_rng(0).random(1000) < 0.5
+    scores = is_member + np.random.default_rng(1).normal(0, 0.01, 1000)
+    planted = attack_epsilon_bound(scores, is_member, delta=1e-6, seed=0, independent=True)
+    frame = _with_bounds(runs(), 2.9)
+    frame["epsilon_lower_attack"] = math.nan
+    assert run_check(tmp_path / "ok", frame) == 0
+    frame.loc[(frame.mech == "cdp") & (frame.seed == 0), "epsilon_lower_attack"] = planted.epsilon
+    assert run_check(tmp_path / "bad", frame) == 1
+    out = capsys.readouterr().out
+    assert "epsilon_lower_attack>epsilon" in out and f"{planted.epsilon:.4f}" in out

@@ -42,14 +42,11 @@ def test_cells_without_the_switch_and_the_baseline_are_not_audited():
 )
 def test_dp_training_skips_the_extra_runs_where_no_bound_is_provable(mech):
     """At delta = 1/N_train = 0.02 (quick), 2 m delta = 4 >= 0.05: Steinke et al.'s bound is 0
-    whatever the outcome, so no training run is spent (data None would fail if one ran)."""
+    whatever the outcome, so no training run is spent (data None would fail if one ran), and
+    the bound is empty (NaN), not 0: no audit ran (issue 30, item 9)."""
     got = audit_cell(_cell(mech, 1.0), None, None, _claim(0.02))
-    assert (got.bound, got.ceiling, got.m, got.kind) == (
-        0.0,
-        0.0,
-        CANARIES["quick"],
-        "one-run-gradient",
-    )
+    assert math.isnan(got.bound) and math.isnan(got.ceiling)
+    assert (got.m, got.kind) == (CANARIES["quick"], "not-audited")
     assert "not run" in got.note and "--delta" in got.note
     assert math.isnan(got.input_bound) and got.input_m == 0
 

@@ -295,5 +295,5 @@ def test_sweep_rows_for_cdp_and_termwise(tmp_path):
     cdp = private[private.mech == "cdp"].iloc[0]
     assert termwise.epsilon > cdp.epsilon
     for notes in frame.privacy_notes:  # every row, the baseline included
-        assert "released_outside_accounting=n_train (|D_train|) and train_test_gap" in notes
+        assert "released_outside_accounting=n_train (|D_train|), train_test_gap" in notes
     assert "so is mean_batch_size" in cdp.privacy_notes

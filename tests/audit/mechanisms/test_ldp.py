@@ -106,7 +106,7 @@ def test_rows_say_labels_are_released_unperturbed():
 
 
 def test_release_notes_name_what_is_computed_outside_the_accounting():
-    from audit.pipeline import release_notes
+    from audit.cell_rows import release_notes
 
     plain = release_notes({})["released_outside_accounting"]
     assert "n_train" in plain and "train_test_gap" in plain and "mean_batch_size" not in plain
@@ -232,9 +232,19 @@ def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):
     assert "epsilon_m_neighbourhood=100.0" in ldp_row.privacy_notes
     assert "labels=not perturbed" in ldp_row.privacy_notes
     for notes in rows.privacy_notes:
-        assert "released_outside_accounting=n_train (|D_train|) and train_test_gap" in notes
+        assert "released_outside_accounting=n_train (|D_train|), train_test_gap" in notes
         # "; " separates the notes: every part is one key=value
         assert all("=" in part for part in notes.split("; ")), notes
     vae_row = private[private.mech == "vae-ldp"].iloc[0]
     assert "perturbation_data=val" in vae_row.privacy_notes
     assert "epsilon_analytic" in vae_row.privacy_notes
+
+
+def test_release_notes_name_the_latent_metrics_and_divergence_flag():
+    """Issue 30, item 9: latent_hoyer, latent_mmd, latent_mmd_sparse encode D_train and
+    train_diverged reads its losses; the note must name them."""
+    from audit.cell_rows import release_notes
+
+    note = release_notes({})["released_outside_accounting"]
+    for column in ("latent_hoyer", "latent_mmd", "latent_mmd_sparse", "train_diverged"):
+        assert column in note

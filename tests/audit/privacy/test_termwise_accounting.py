@@ -132,6 +132,8 @@ def test_claim_names_the_accounting():
     assert claim.delta == pytest.approx(1 / 926)
     assert claim.extra["epsilon_dp_sgd_same_noise"] == pytest.approx(_plain(1.0))
     assert "epsilon_paper_kappa" in claim.extra
+    # issue 30, item 9: the kappa value is shown with a note that it is not a bound
+    assert "NOT a bound" in claim.extra["epsilon_paper_kappa_note"]
     plain = termwise_claim(
         n_train=926, batch_size=32, epochs=1000, noise_multiplier=1.0, batch_clip_norm=0.0
     )

@@ -73,7 +73,7 @@ def test_series_report_draws_line_plots_not_image_grids(series_run):
         assert f"motionsense-quick-samples_{mech}.png" in names
     assert not [s for s in report.skipped if "grids" in s], report.skipped
     text = report.markdown.read_text()
-    assert "MI AP (mse)" in text and "MI AP (ssim)" not in text  # series: MSE only
+    assert "| mse |" in text and "| ssim |" not in text  # series: MSE only (per-attack table)
 
     frame = load_runs(run_dir)
     figures = dict(grid_figures(run_dir, ordered(frame), name="ms", data_home=home, skipped=[]))

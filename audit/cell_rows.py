@@ -1,0 +1,243 @@
+"""A cell's rows, built in one place from what its steps produced (:func:`cell_rows`).
+
+:func:`audit.pipeline.run_cell` runs the steps (train the target, measure it, generate D_gen
+and score its classifier, attack, audit); this module turns their outputs into one
+:class:`~audit.rows.Row` per attack result: the cell's facts, the result's metrics with how
+sure they are (:mod:`audit.row_uncertainty`), what the attacker saw (:mod:`audit.threat_columns`),
+the held-out worst case, and the notes on what the row assumes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from attacks import AttackData, AttackResult, Release
+from attacks.registry import get_attack
+from attacks.worst_case import held_out_worst_case, split_halves
+from audit.config import CellConfig
+from audit.empirical.cell_audit import CellAudit
+from audit.mechanisms import CellData
+from audit.reference_models import ReferenceSet
+from audit.row_uncertainty import result_columns, worst_case_uncertainty
+from audit.rows import Row
+from audit.target_training import TrainedTarget
+from audit.threat_columns import threat_columns
+from dpvae_core.seeding import Purpose, derive_seed
+from models.generation import Generation
+
+#: What a row says about how D_gen was drawn, where that touches privacy.
+GENERATION_NOTES: dict[Generation, dict[str, str]] = {
+    Generation.CLASS_LATENT: {
+        "generation": "class-latent (paper 003): z ~ q(z|x) of the target's training records "
+        "per class, so D_gen reads those records (perturbed ones under ldp/vae-ldp) besides "
+        "the released model, and under cdp that use of D_train is outside the accounting",
+    },
+}
+
+#: What every row releases besides the mechanism's output, computed on the private records and
+#: covered by no epsilon (the row's ``privacy_notes`` say so).
+OUTSIDE_ACCOUNTING = (
+    "n_train (|D_train|), train_test_gap (the target VAE's losses on the real D_train and "
+    "D_test), latent_hoyer, latent_mmd and latent_mmd_sparse (statistics of the target's codes "
+    "of D_train) and train_diverged (from the training losses on D_train) are computed on "
+    "private records outside the accounting"
+)
+MEAN_BATCH_NOTE = ", so is mean_batch_size (the realised Poisson batches' mean size)"
+
+
+def release_notes(notes: dict[str, Any]) -> dict[str, str]:
+    """The ``released_outside_accounting`` note for a row whose other notes are ``notes``."""
+    extra = MEAN_BATCH_NOTE if "mean_batch_size" in notes else ""
+    return {"released_outside_accounting": OUTSIDE_ACCOUNTING + extra}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the cell measured of its trained target: divergence, the losses on real D_train
+    and D_test (their difference is ``train_test_gap``) and paper 004's latent metrics."""
+
+    diverged: bool
+    loss_train: float
+    loss_test: float
+    latents: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Generated:
+    """D_gen (finite: NaN values zeroed, ``nonfinite`` of them) and the accuracy on real D_test
+    of the classifier trained on it."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    nonfinite: int
+    acc: float
+
+
+@dataclass(frozen=True)
+class Attacked:
+    """The attack step: D_atk, the release the attacker held (reference records and models
+    included), every result, and whether D_atk's membership was drawn by independent coins."""
+
+    data: AttackData
+    release: Release
+    results: list[AttackResult]
+    references: ReferenceSet | None
+    independent: bool
+    notes: dict[str, str]
+
+
+def worst_case_columns(results: list[AttackResult], *, seed: int) -> list[dict[str, object]]:
+    """The worst-case columns of each result's row, in order: ``worst_case`` True on the one
+    result :func:`~attacks.worst_case.held_out_worst_case` picks on half of D_atk, and on every
+    row that result's MI AP (with its bootstrap interval and chance quantiles at the half's
+    counts) and TPR at FPR 1 % on the other half. With fewer than two members or non-members
+    D_atk cannot be halved: ``worst_case`` None and NaN metrics."""
+    is_member = results[0].is_member
+    if min(int(is_member.sum()), int((~is_member).sum())) < 2:
+        return [{"worst_case": None} for _ in results]
+    worst = held_out_worst_case(results, seed=seed)
+    chosen = (worst.attack, worst.distance, worst.variant)
+    pick = next(r for r in results if (r.attack, r.distance.value, r.variant.value) == chosen)
+    _, evaluate = split_halves(is_member, seed=seed)
+    held_out = worst_case_uncertainty(pick.scores[evaluate], is_member[evaluate], seed=seed)
+    return [
+        {"worst_case": (r.attack, r.distance.value, r.variant.value) == chosen, **held_out}
+        for r in results
+    ]
+
+
+def result_rows(
+    common: dict[str, Any],
+    results: list[AttackResult],
+    *,
+    release: Release,
+    references: ReferenceSet | None,
+    independent: bool,
+    seed: int,
+    delta: float,
+) -> tuple[Row, ...]:
+    """One row per result: ``common`` (the columns every row shares), the result's keys,
+    counts and metrics with how sure they are (:func:`audit.row_uncertainty.result_columns`), what
+    the attacker saw and knew (:func:`audit.threat_columns.threat_columns`), and the held-out
+    worst case (:func:`worst_case_columns`, seeded from ``seed``'s worst-case seed).
+
+    The one row builder of a sweep's cells and of releases made outside the suite.
+    ``independent``: whether D_atk's membership was drawn by independent fair coins (else
+    ``epsilon_lower_attack`` is NaN and says why); ``delta``: the claim's (NaN: none).
+    """
+    worst = worst_case_columns(results, seed=derive_seed(seed, Purpose.ATTACK, "worst-case"))
+    uncertainty_seed = derive_seed(seed, Purpose.ATTACK, "uncertainty") % 2**32
+    n_reference = 0 if release.reference is None else len(release.reference)
+    n_models = 0 if references is None else len(references.models)
+    trained = "" if references is None else references.spec.recipe.describe()
+    rows = []
+    for result, columns in zip(results, worst, strict=True):
+        own = {
+            **result.to_row(),
+            **result_columns(
+                result.scores,
+                result.is_member,
+                seed=uncertainty_seed,
+                delta=delta,
+                independent=independent,
+            ),
+            **threat_columns(
+                get_attack(result.attack).needs,
+                distance=result.distance.value,
+                variant=result.variant.value,
+                reference_records=n_reference,
+                reference_models=n_models,
+                models_trained=trained,
+            ),
+        }
+        rows.append(Row(**common, **own, **columns))
+    return tuple(rows)
+
+
+def majority_share(labels: torch.Tensor) -> float:
+    """The share of the most common label (NaN for no labels)."""
+    if len(labels) == 0:
+        return math.nan
+    return float(torch.bincount(labels).max()) / len(labels)
+
+
+def cell_rows(
+    cell: CellConfig,
+    data: CellData,
+    target: TrainedTarget,
+    measured: Measured,
+    generated: Generated,
+    attacked: Attacked,
+    audited: CellAudit,
+    *,
+    facts: dict[str, Any],
+) -> tuple[Row, ...]:
+    """The cell's rows, one per attack result. ``facts``: the run's own columns (acc_real,
+    wall_s, code_version, baseline_hash)."""
+    claim, history = target.claim, target.trained.history
+    notes = {
+        **data.notes,
+        **target.prepared.notes,
+        **claim.extra,
+        **GENERATION_NOTES.get(target.family.generation, {}),
+        **attacked.notes,
+        **({"gen_nonfinite_records_zeroed": generated.nonfinite} if generated.nonfinite else {}),
+        **({"empirical_audit": audited.note} if audited.note else {}),
+    }
+    notes.update(release_notes(notes))
+    common = {
+        "dataset": cell.dataset,
+        "mech": cell.mech.value,
+        "param_name": cell.param_name,
+        "param_value": cell.param_value if cell.param_value is not None else math.nan,
+        "seed": cell.seed,
+        "profile": cell.option("profile_name", ""),
+        "acc": generated.acc,
+        "acc_base": 1.0 / data.num_classes,
+        "acc_majority": majority_share(data.test[1]),
+        **measured.latents,
+        "train_diverged": measured.diverged,
+        "train_test_gap": measured.loss_test - measured.loss_train,
+        "epsilon": claim.epsilon,
+        "delta": claim.delta,
+        "epsilon_method": claim.method,
+        "accountant": claim.accountant,
+        "privacy_notes": "; ".join(f"{k}={v}" for k, v in notes.items()),
+        "epochs": cell.profile.epochs,
+        "batch_size": cell.profile.batch_size,
+        "lr": cell.profile.lr,
+        "latent_dim": cell.profile.latent_dim,
+        "n_train": len(data.train[0]),
+        "n_attack": len(attacked.data.is_member),
+        "n_test": len(data.test[0]),
+        "gen_records": len(generated.y),
+        "clip_norm": math.nan if history.dp is None else history.dp.clip_norm,
+        "config_hash": cell.config_hash,
+        **facts,
+        **audited.columns(),
+    }
+    return result_rows(
+        common,
+        attacked.results,
+        release=attacked.release,
+        references=attacked.references,
+        independent=attacked.independent,
+        seed=cell.seed,
+        delta=claim.delta if math.isfinite(claim.delta) else math.nan,
+    )
+
+
+def scores_of(attacked: Attacked) -> dict[str, np.ndarray]:
+    """The cell's ``scores.npz`` arrays: each result's scores and D_atk's membership."""
+    from audit.results import scores_key
+
+    scores = {
+        scores_key(r.attack, r.distance.value, r.variant.value): r.scores for r in attacked.results
+    }
+    scores["is_member"] = attacked.data.is_member
+    return scores
