@@ -65,6 +65,10 @@ class ReleaseAuditConfig:
         gen_records: samples the released decoder draws where no samples are given (None:
             as many as there are members).
         device: where the models and attacks run.
+        membership_coins: the user states that each record of members + non-members was put
+            into the training set by its own fair coin (the premise of the one-run analysis);
+            only then, with a claim, is ``epsilon_lower_attack`` computed from each attack's
+            scores (Steinke, Nasr and Jagielski 2023; else NaN, with why).
     """
 
     name: str = "release"
@@ -76,6 +80,7 @@ class ReleaseAuditConfig:
     delta: float = math.nan
     gen_records: int | None = None
     device: str = "cpu"
+    membership_coins: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "modality", parse_enum(Modality, self.modality, "modality"))
@@ -171,7 +176,7 @@ def audit_release(
         dcr = dcr_baseline(release.samples.x, members, non_members)
     digest = _config_hash(records, config, release, model)
     facts = _facts(records, config, release, digest, time.perf_counter() - start, skipped, model)
-    rows = _rows(facts, results, release=release, seed=config.seed)
+    rows = _rows(facts, results, release=release, config=config)
     scores = {scores_key(r.attack, r.distance.value, r.variant.value): r.scores for r in results}
     scores["is_member"] = data.is_member
     audit = ReleaseAudit(rows=rows, dcr=dcr, scores=scores)
@@ -183,20 +188,21 @@ def audit_release(
 
 
 def _rows(
-    facts: dict[str, object], results: list, *, release: Release, seed: int
+    facts: dict[str, object], results: list, *, release: Release, config: ReleaseAuditConfig
 ) -> tuple[Row, ...]:
     """One row per result, built as a cell's (:func:`audit.cell_rows.result_rows`), with the
-    held-out worst case seeded as a cell's from its seed. The user drew the membership, not
-    this code, so no attack-based epsilon bound is claimed (``epsilon_lower_attack`` NaN, with
-    why)."""
+    held-out worst case seeded as a cell's from its seed. The user drew the membership, so the
+    attack-based epsilon bound is computed only where the user states that each record's
+    membership was its own fair coin (``membership_coins``) and states a claim's delta
+    (``epsilon_lower_attack`` NaN, with why, otherwise)."""
     return result_rows(
         facts,
         results,
         release=release,
         references=None,
-        independent=False,
-        seed=seed,
-        delta=math.nan,
+        independent=config.membership_coins,
+        seed=config.seed,
+        delta=config.delta,
     )
 
 
@@ -234,7 +240,10 @@ def _config_hash(records: AuditRecords, config: ReleaseAuditConfig, release: Rel
             h.update(value.detach().cpu().contiguous().numpy().tobytes())
     h.update(repr(sorted(c.value for c in release.capabilities)).encode())
     h.update(
-        repr((config.attacks, config.attack_samples, config.seed, config.gen_records)).encode()
+        repr(
+            (config.attacks, config.attack_samples, config.seed, config.gen_records)
+            + (config.epsilon, config.delta, config.membership_coins)
+        ).encode()
     )
     return h.hexdigest()[:16]
 
@@ -256,6 +265,9 @@ def _facts(records, config, release, digest, wall, skipped, model) -> dict[str, 
         else "none",
         **({"not_run": ", ".join(skipped)} if skipped else {}),
         "claim": "stated by the user" if not math.isnan(config.epsilon) else "none stated",
+        "membership": "independent fair coins, as the user states"
+        if config.membership_coins
+        else "drawn by the user (no attack-based bound)",
     }
     return {
         "dataset": config.name,

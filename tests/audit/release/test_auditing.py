@@ -75,3 +75,26 @@ def test_the_report_says_when_dcr_passes_while_an_attack_is_beyond_chance() -> N
     calm = rows.assign(beyond_chance=[False, False])
     assert "no attack result is beyond chance" in _dcr_text(calm, _dcr(True))
     assert "unknown" in _dcr_text(rows.drop(columns="beyond_chance"), _dcr(True))
+
+
+def test_a_stated_coin_membership_turns_each_attack_into_an_epsilon_bound() -> None:
+    """Samples that are the members themselves: the nearest-sample attack is perfect, so with
+    membership by coins and a claim of 0.5 the rows prove an epsilon above that claim;
+    without the statement the bound is empty, with why."""
+    rng = np.random.default_rng(2)
+    members, non_members = _series(rng, 60), _series(rng, 60)
+    arrays = dict(reference=(_series(rng, 40), None), samples=(members.copy(), None))
+
+    def nearest(coins: bool):
+        config = ReleaseAuditConfig(
+            modality="series", attack_samples=2, epsilon=0.5, delta=1e-5, membership_coins=coins
+        )
+        audit = audit_arrays((members, None), (non_members, None), config=config, **arrays)
+        return next(r for r in audit.rows if (r.distance, r.variant) == ("pixel-l2", "nearest"))
+
+    proven = nearest(True)
+    assert proven.mi_ap == 1.0 and proven.epsilon_lower_attack > 0.5
+    assert "independent fair coins" in proven.privacy_notes
+    unstated = nearest(False)
+    assert np.isnan(unstated.epsilon_lower_attack)
+    assert "independent fair coins" in unstated.epsilon_lower_attack_note
