@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 from torch import nn
 
+from audit.check.checking import bound_violations
 from audit.release import ExternalModel, ReleaseAuditConfig, audit_arrays
 from audit.release.release_report import _dcr_text
 
@@ -94,6 +95,8 @@ def test_a_stated_coin_membership_turns_each_attack_into_an_epsilon_bound() -> N
 
     proven = nearest(True)
     assert proven.mi_ap == 1.0 and proven.epsilon_lower_attack > 0.5
+    violations = bound_violations(pd.DataFrame([proven.to_dict()]))  # what `check` fails
+    assert [v.metric for v in violations] == ["epsilon_lower_attack>epsilon"]
     assert "independent fair coins" in proven.privacy_notes
     unstated = nearest(False)
     assert np.isnan(unstated.epsilon_lower_attack)
