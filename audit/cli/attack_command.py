@@ -56,6 +56,20 @@ def build_attack_parser() -> Parser:
     p.add_argument("--epsilon", type=float, help="the epsilon you claim for the release")
     p.add_argument("--delta", type=float, help="the delta of that claim")
     p.add_argument(
+        "--test",
+        type=Path,
+        help="labelled real test records (.npz, never seen by the model): trains the suite's "
+        "classifier on the samples (acc) and on the members (acc_real) and scores it on them; "
+        "without it the rows carry no utility",
+    )
+    p.add_argument(
+        "--classifier-epochs",
+        type=int,
+        default=40,
+        help="--test: the classifiers' epoch budget (early stopping on a 20 %% holdout of their "
+        "own training records; default 40)",
+    )
+    p.add_argument(
         "--membership-coins",
         action="store_true",
         help="state that each record of --members and --non-members went into the training set "
@@ -123,6 +137,7 @@ def attack_main(argv: Sequence[str]) -> int:
         gen_records=args.gen_records,
         device=args.device,
         membership_coins=args.membership_coins,
+        classifier_epochs=args.classifier_epochs,
     )
     io.check_writable_dir(args.out)
     sets = {
@@ -132,6 +147,7 @@ def attack_main(argv: Sequence[str]) -> int:
             (Role.NON_MEMBERS, args.non_members),
             (Role.REFERENCE, args.reference),
             (Role.SAMPLES, args.samples),
+            (Role.TEST, args.test),
         )
         if path is not None
     }
@@ -150,6 +166,7 @@ def attack_main(argv: Sequence[str]) -> int:
         config=config,
         out=args.out,
         progress=progress,
+        test=sets.get(Role.TEST),
     )
     report = write_release_report(args.out)
     print(

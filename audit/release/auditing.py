@@ -29,6 +29,7 @@ from audit.mechanisms import Context
 from audit.pipeline import run_release_attacks
 from audit.release.entry_points import as_released, check_model
 from audit.release.record_sets import SERIES_RANGE, AuditRecords, RecordSet, Role
+from audit.release.utility import check_test_set, release_utility
 from audit.results import cell_path, scores_key, write_csv
 from audit.rows import Row
 from dpvae_core.progress import ProgressFactory, null_progress
@@ -69,6 +70,9 @@ class ReleaseAuditConfig:
             into the training set by its own fair coin (the premise of the one-run analysis);
             only then, with a claim, is ``epsilon_lower_attack`` computed from each attack's
             scores (Steinke, Nasr and Jagielski 2023; else NaN, with why).
+        classifier_epochs: the utility classifiers' epoch budget where a labelled test set is
+            given (:mod:`audit.release.utility`; early stopping on a holdout of their own
+            training records).
     """
 
     name: str = "release"
@@ -81,6 +85,7 @@ class ReleaseAuditConfig:
     gen_records: int | None = None
     device: str = "cpu"
     membership_coins: bool = False
+    classifier_epochs: int = 40
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "modality", parse_enum(Modality, self.modality, "modality"))
@@ -91,7 +96,9 @@ class ReleaseAuditConfig:
         if self.attacks is not None:
             object.__setattr__(self, "attacks", check_requested(list(self.attacks)))
         check_seed(self.seed)
-        check_positive_ints(attack_samples=self.attack_samples)
+        check_positive_ints(
+            attack_samples=self.attack_samples, classifier_epochs=self.classifier_epochs
+        )
         if self.gen_records is not None and self.gen_records < 1:
             raise ValueError(f"gen_records must be a positive integer, got {self.gen_records!r}")
         _check_claim(self.epsilon, self.delta)
@@ -132,6 +139,7 @@ def audit_release(
     config: ReleaseAuditConfig,
     out: Path | None = None,
     progress: ProgressFactory = null_progress,
+    test: RecordSet | None = None,
 ) -> ReleaseAudit:
     """Attack the release: ``model`` (a whole VAE where ``whole``, else its decoder; None for
     samples alone) with ``records.samples`` where given, else samples it draws from the prior.
@@ -142,6 +150,8 @@ def audit_release(
     :func:`audit.release.release_report.write_release_report`).
     """
     start = time.perf_counter()
+    if test is not None:
+        check_test_set(test, records)
     data = records.attack_data()
     if model is not None:
         if not records.labelled and getattr(getattr(model, "external", None), "conditional", False):
@@ -174,8 +184,26 @@ def audit_release(
     if release.samples is not None:
         members, non_members = data.x[data.is_member], data.x[~data.is_member]
         dcr = dcr_baseline(release.samples.x, members, non_members)
-    digest = _config_hash(records, config, release, model)
+    utility = {}
+    if test is not None:
+        gen = (release.samples.x, release.samples.y)
+        utility = release_utility(
+            gen,
+            records.members,
+            test,
+            epochs=config.classifier_epochs,
+            seed=config.seed,
+            device=config.device,
+            progress=progress,
+        )
+    digest = _config_hash(records, config, release, model, test)
     facts = _facts(records, config, release, digest, time.perf_counter() - start, skipped, model)
+    facts.update(utility)
+    if test is not None:
+        facts["privacy_notes"] += (
+            f"; utility=classifier on the {len(release.samples)} samples (acc) and on the members "
+            f"(acc_real), tested on {len(test)} user-given labelled records"
+        )
     rows = _rows(facts, results, release=release, config=config)
     scores = {scores_key(r.attack, r.distance.value, r.variant.value): r.scores for r in results}
     scores["is_member"] = data.is_member
@@ -226,9 +254,11 @@ def _draw_samples(model: nn.Module, records: AuditRecords, config: ReleaseAuditC
     return Records(x, labels.clone())
 
 
-def _config_hash(records: AuditRecords, config: ReleaseAuditConfig, release: Release, model) -> str:
+def _config_hash(
+    records: AuditRecords, config: ReleaseAuditConfig, release: Release, model, test=None
+) -> str:
     h = hashlib.sha256()
-    for s in (records.members, records.non_members, records.reference, records.samples):
+    for s in (records.members, records.non_members, records.reference, records.samples, test):
         if s is not None:
             h.update(s.role.value.encode())
             h.update(np.ascontiguousarray(s.x).tobytes())
@@ -243,6 +273,7 @@ def _config_hash(records: AuditRecords, config: ReleaseAuditConfig, release: Rel
         repr(
             (config.attacks, config.attack_samples, config.seed, config.gen_records)
             + (config.epsilon, config.delta, config.membership_coins)
+            + ((config.classifier_epochs,) if test is not None else ())
         ).encode()
     )
     return h.hexdigest()[:16]
@@ -330,6 +361,7 @@ def audit_arrays(
     whole: bool = False,
     config: ReleaseAuditConfig | None = None,
     out: Path | None = None,
+    test: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ReleaseAudit:
     """:func:`audit_release` from arrays ``(X, y)`` (y None where unlabelled) and a model (an
     :class:`~audit.release.entry_points.ExternalModel` or a module with the suite's protocol), each
@@ -340,6 +372,7 @@ def audit_arrays(
         Role.NON_MEMBERS: non_members,
         Role.REFERENCE: reference,
         Role.SAMPLES: samples,
+        Role.TEST: test,
     }
     sets = {
         role: RecordSet.from_arrays(role, *pair, modality=config.modality)
@@ -353,4 +386,6 @@ def audit_arrays(
     if model is not None:
         where = "the model given (whole VAE)" if whole else "the model given (decoder)"
         released = as_released(model, whole=whole, where=where).to(config.device).eval()
-    return audit_release(records, model=released, whole=whole, config=config, out=out)
+    return audit_release(
+        records, model=released, whole=whole, config=config, out=out, test=sets.get(Role.TEST)
+    )

@@ -37,6 +37,7 @@ class Role(str, Enum):
     NON_MEMBERS = "non-members"
     REFERENCE = "reference"
     SAMPLES = "samples"
+    TEST = "test"
 
 
 @dataclass(frozen=True)

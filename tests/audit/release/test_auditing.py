@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from torch import nn
 
 from audit.check.checking import bound_violations
@@ -101,3 +102,30 @@ def test_a_stated_coin_membership_turns_each_attack_into_an_epsilon_bound() -> N
     unstated = nearest(False)
     assert np.isnan(unstated.epsilon_lower_attack)
     assert "independent fair coins" in unstated.epsilon_lower_attack_note
+
+
+def _two_classes(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Series (48 steps: HAR-CNN's minimum is 46) whose class is their sign: any classifier
+    that learns separates them."""
+    y = rng.integers(0, 2, n)
+    x = np.tanh(rng.normal(0, 0.3, (n, 48, 3)) + np.where(y == 1, 0.8, -0.8)[:, None, None])
+    return x.astype(np.float32), y.astype(np.int64)
+
+
+def test_a_labelled_test_set_gives_the_rows_utility_and_bad_ones_are_refused() -> None:
+    rng = np.random.default_rng(3)
+    members, non_members, test = (_two_classes(rng, n) for n in (40, 40, 60))
+    samples = (np.clip(members[0] + rng.normal(0, 0.05, members[0].shape), -1, 1), members[1])
+    config = ReleaseAuditConfig(modality="series", attack_samples=2, classifier_epochs=8)
+    kwargs = dict(samples=(samples[0].astype(np.float32), samples[1]), config=config)
+    audit = audit_arrays(members, non_members, test=test, **kwargs)
+    row = audit.rows[0]
+    majority = np.bincount(test[1]).max() / len(test[1])
+    assert row.acc_majority == majority and row.acc_base == 0.5 and row.n_test == 60
+    assert row.acc > majority + 0.2 and row.acc_real > majority + 0.2  # the sign is learnt
+    assert "user-given labelled records" in row.privacy_notes
+    assert np.isnan(audit_arrays(members, non_members, **kwargs).rows[0].acc)  # not asked
+    with pytest.raises(ValueError, match="also among the members"):
+        audit_arrays(members, non_members, test=(members[0][:20], members[1][:20]), **kwargs)
+    with pytest.raises(ValueError, match="needs labels"):
+        audit_arrays(members, non_members, test=(test[0], None), **kwargs)
