@@ -5,16 +5,15 @@ real test records — the sweep's ``acc``, ``acc_real``, ``acc_base`` and ``acc_
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 import torch
 
+from audit.mechanisms import Context
+from audit.pipeline import classifier_accuracy
 from audit.release.record_sets import AuditRecords, RecordSet, Role
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.seeding import Purpose, derive_seed
-from models.factory import model_family
-from models.training import ClassifierSettings, accuracy, holdout_split, train_classifier
+from models.training import ClassifierSettings, holdout_split
 
 #: Share of each classifier's training records held out for its early stopping (as a cell's).
 HOLDOUT = 0.2
@@ -60,8 +59,8 @@ def release_utility(
     """``acc`` (classifier trained on the samples), ``acc_real`` (on the members), ``acc_base``
     (1/#classes), ``acc_majority`` (the test records' majority share) and ``n_test``."""
     classes = int(max(test.y.max(), members.y.max(), int(samples[1].max())) + 1)
-    family = model_family(tuple(test.x.shape[1:]), classes)
     test_pair = (torch.from_numpy(test.x), torch.from_numpy(test.y))
+    ctx = Context(device=device, progress=progress)
 
     def trained_on(x: torch.Tensor, y: torch.Tensor, purpose: str) -> float:
         split_seed = derive_seed(seed, Purpose.CLASSIFIER, f"{purpose}-holdout") % 2**32
@@ -72,15 +71,15 @@ def release_utility(
             seed=derive_seed(seed, Purpose.CLASSIFIER, purpose) % 2**31,
             device=device,
         )
-        model = train_classifier(
-            partial(family.classifier, None),
+        return classifier_accuracy(
             (x[fit], y[fit]),
             (x[hold], y[hold]),
-            settings,
-            progress=progress,
+            test_pair,
+            num_classes=classes,
+            settings=settings,
+            ctx=ctx,
             desc=f"classifier on {purpose}",
         )
-        return accuracy(model, test_pair)
 
     counts = np.bincount(test.y)
     return {
