@@ -39,6 +39,12 @@ GENERATION_NOTES: dict[Generation, dict[str, str]] = {
     },
 }
 
+#: How D_gen's labels were drawn (every row's ``gen_labels`` note).
+GEN_LABELS_NOTE = (
+    "D_gen's class counts follow D_val's class shares (largest remainders; seeded order): "
+    "no D_train record is read, so D_gen's labels release nothing about D_train"
+)
+
 #: What every row releases besides the mechanism's output, computed on the private records and
 #: covered by no epsilon (the row's ``privacy_notes`` say so).
 OUTSIDE_ACCOUNTING = (
@@ -185,6 +191,7 @@ def cell_rows(
         **target.prepared.notes,
         **claim.extra,
         **GENERATION_NOTES.get(target.family.generation, {}),
+        "gen_labels": GEN_LABELS_NOTE,
         **attacked.notes,
         **({"gen_nonfinite_records_zeroed": generated.nonfinite} if generated.nonfinite else {}),
         **({"empirical_audit": audited.note} if audited.note else {}),

@@ -478,10 +478,16 @@ def generate_and_classify(
 
 
 def generation_labels(cell: CellConfig, data: CellData) -> torch.Tensor:
-    """D_gen's labels: ``gen_records`` (None: |D_train|, the old rule) of them with D_train's
-    class shares (exact counts), in seeded order."""
+    """D_gen's labels: ``gen_records`` (None: |D_train|, the old rule) of them with D_val's
+    class shares (exact counts, largest remainders), in seeded order.
+
+    Notes:
+        D_val's shares, not D_train's: they read no D_train record. With D_train's counts,
+        adding a record would change D_gen's label counts deterministically and model plus D_gen
+        would have no finite epsilon (:data:`audit.cell_rows.GEN_LABELS_NOTE`).
+    """
     n_gen = cell.profile.gen_records or len(data.train[1])
-    return gen_labels(data.train[1], n_gen, seed=cell.seed)
+    return gen_labels(data.val[1], n_gen, seed=cell.seed)
 
 
 def attack_target(

@@ -1,5 +1,6 @@
-"""Drawing D_gen from a trained target VAE: labels in D_train's class shares, then one decoded
-latent per label, from the prior or from the class's training records (paper 003, Section 4).
+"""Drawing D_gen from a trained target VAE: labels in given class shares (the sweep passes D_val's,
+so no D_train record is read), then one decoded latent per label, from the prior or from the
+class's training records (paper 003, Section 4).
 
 The sweep draws D_gen here for the utility classifier, and the report its sample grids.
 """
@@ -29,10 +30,11 @@ class Generation(str, Enum):
 
 
 def gen_labels(train_labels: torch.Tensor, n: int, *, seed: int) -> torch.Tensor:
-    """``n`` labels of D_gen with D_train's class shares (largest remainders), in seeded order.
+    """``n`` labels of D_gen with ``train_labels``' class shares (largest remainders), in seeded
+    order (the sweep passes D_val's labels: they read no D_train record).
 
-    Every class of D_train gets ``floor(n * share)`` labels plus one for the largest remainders,
-    so the counts are exact and do not vary with the seed; only the order is shuffled.
+    Every class of ``train_labels`` gets ``floor(n * share)`` labels plus one for the largest
+    remainders, so the counts are exact and do not vary with the seed; only the order is shuffled.
     """
     classes, counts = torch.unique(train_labels.cpu(), return_counts=True)
     quota = counts.double() * n / counts.sum()

@@ -26,6 +26,7 @@ from audit.mechanisms.mechanism import (
     Prepared,
     Trained,
     describe_claim,
+    training_seed,
     vae_settings,
 )
 from audit.options import (
@@ -171,7 +172,7 @@ class Dp2Vae(Mechanism):
         coin at min(1, B / |D_k|); the smallest over the run's subsets (the largest |D_k| of the
         assignment :meth:`train` will draw)."""
         k = self.settings(cell, n_train).subsets
-        seed = derive_seed(cell.seed, Purpose.TRAIN)  # vae_settings(cell).seed, as train uses
+        seed = training_seed(cell)  # vae_settings(cell).seed, as train uses
         largest = int(torch.bincount(subset_assignment(n_train, k, seed=seed)).max())
         return min(1.0, cell.profile.batch_size / largest) / k
 

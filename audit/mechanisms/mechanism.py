@@ -238,6 +238,13 @@ class Mechanism(ABC):
         """The privacy this cell claims (epsilon, delta and how they were computed)."""
 
 
+def training_seed(cell: CellConfig) -> int:
+    """The target's training seed (shuffling or Poisson coins, reparameterisation noise,
+    DP2-VAE's subsets): keyed by the cell's configuration, as DP noise is, so no two cells of a
+    seed share these draws (their D_train and D_atk are shared, keyed by the seed alone)."""
+    return derive_seed(cell.seed, Purpose.TRAIN, cell.config_hash)
+
+
 def vae_settings(cell: CellConfig, ctx: Context) -> VAETrainSettings:
     p = cell.profile
     return VAETrainSettings(
@@ -245,7 +252,7 @@ def vae_settings(cell: CellConfig, ctx: Context) -> VAETrainSettings:
         batch_size=p.batch_size,
         lr=p.lr,
         beta=p.beta,
-        seed=derive_seed(cell.seed, Purpose.TRAIN),
+        seed=training_seed(cell),
         device=ctx.device,
     )
 

@@ -24,6 +24,7 @@ from audit.mechanisms import get_mechanism
 from audit.pipeline import (
     attack_set,
     cell_data,
+    generation_labels,
     reference_records,
     released_samples,
     unmet_attacks,
@@ -31,7 +32,7 @@ from audit.pipeline import (
 from audit.report.grids import load_model
 from audit.results import cell_path, load_cell_config
 from models.factory import model_family
-from models.generation import Generation, finite_records, gen_labels, generate
+from models.generation import Generation, finite_records, generate
 
 #: The entry-point module an export writes beside its files.
 MODULE = "release_model.py"
@@ -88,8 +89,7 @@ def export_cell(
     atk = attack_set(data, cell)
     reference = reference_records(data, cell)
     model = family.for_inference(load_model(cell_dir, cell, dataset)).eval()
-    n_gen = cell.profile.gen_records or len(data.train[1])
-    labels = gen_labels(data.train[1], n_gen, seed=cell.seed)
+    labels = generation_labels(cell, data)
     gen_x, gen_y = generate(model, labels, seed=cell.seed, method=family.generation)
     gen_x, _ = finite_records(gen_x)
     out = io.check_writable_dir(Path(out))

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from audit.attack_plan import SWEEP_ATTACKS
-from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
+from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, SweepConfig
 from audit.rows import COLUMNS
 from audit.sweep import run_sweep
 from benchmark import main
@@ -355,3 +355,26 @@ def test_a_sweeps_options_are_checked_once_per_phase_through_one_entry_point(mon
         sweep.run_sweep(config)
     assert [d is None for d in calls] == [True, False] and built == []
     assert not (tmp_path / "out").exists()  # refused before any write
+
+
+def test_d_gen_labels_read_no_d_train_record():
+    """Issue 30, item 8: D_gen's label counts followed D_train's, so adding a D_train record
+    changed D_gen deterministically (no finite epsilon for model plus D_gen). They follow D_val's
+    shares now: two D_train that differ in one record (of another class) give the same labels."""
+    import torch
+
+    from audit.mechanisms.mechanism import CellData
+    from audit.pipeline import generation_labels
+
+    cell = CellConfig("digits", MechanismName.NONE, "none", None, 0, replace(TINY, gen_records=40))
+
+    def data(train_y: list[int]) -> CellData:
+        y = torch.tensor(train_y)
+        val_y = torch.tensor([0, 0, 1, 2])
+        x = torch.zeros(len(y), 1, 8, 8)
+        return CellData((x, y), (x[:4], val_y), (x[:2], y[:2]), 3, len(y) + 6)
+
+    one = generation_labels(cell, data([0, 0, 1, 1, 2]))
+    other = generation_labels(cell, data([0, 0, 1, 1, 2, 2]))
+    assert torch.equal(one, other)
+    assert torch.bincount(one, minlength=3).tolist() == [20, 10, 10]  # D_val's 50/25/25 %
