@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from attacks.attack import AttackSettings
-from attacks.distances import distances_for
-from attacks.registry import available_attacks, get_attack
+from attacks.distances import Distance, distances_for
+from attacks.distances.ssim_window import SSIM_WIN_SIZE
+from attacks.registry import available_attacks, build_attack, get_attack
 from attacks.threat import Capability, ReleaseKind, Threat
 from audit.rows import PAPER_ATTACK
-from dpvae_core.records import Modality
+from dpvae_core.records import Modality, record_modality
 
 SWEEP_ATTACKS: tuple[str, ...] = (
     "reconstruction",
@@ -111,6 +112,68 @@ def plan_attacks(
             )
         plan[mech] = runs
     return plan
+
+
+def ssim_attacks(names: Sequence[str], settings: AttackSettings) -> tuple[str, ...]:
+    """The attacks of ``names`` (registered names) that score SSIM when built from ``settings``
+    (the reconstruction attack on images: every distance of ``settings.distances``)."""
+
+    def scored(name: str) -> set[Distance]:
+        attack = build_attack(name, seed=0, device="cpu", settings=settings)
+        return {*getattr(attack, "distances", ()), getattr(attack, "distance", None)}
+
+    return tuple(name for name in names if Distance.SSIM in scored(name))
+
+
+def below_ssim_window(record_shape: Sequence[int]) -> str | None:
+    """``"HxW"`` where records of ``record_shape`` (C, H, W) are images smaller than SSIM's
+    window (:data:`~attacks.distances.ssim_window.SSIM_WIN_SIZE` a side), else None."""
+    if Modality.IMAGE is not _modality(record_shape):
+        return None
+    height, width = record_shape[-2:]
+    return f"{height}x{width}" if min(height, width) < SSIM_WIN_SIZE else None
+
+
+def _modality(record_shape: Sequence[int]) -> Modality | None:
+    try:
+        return record_modality(tuple(record_shape))
+    except ValueError:
+        return None
+
+
+def check_ssim_window(
+    record_shape: Sequence[int],
+    plan: Mapping[str, Sequence[str]],
+    releases: Mapping[str, ReleaseKind],
+    *,
+    settings: AttackSettings,
+    what: str,
+) -> None:
+    """Refuse, in one line, images smaller than SSIM's window where an attack of ``plan``
+    (mechanism -> its attacks, as :func:`plan_attacks` returns) would score SSIM on them: it
+    would fail only once the cells run. ``what`` names the data (``--dataset npz:x.npz``). The
+    message names the attacks that do not score SSIM and apply to every mechanism of
+    ``releases``, as an ``--attack`` list."""
+    size = below_ssim_window(record_shape)
+    if size is None:
+        return
+    ssim = ssim_attacks(SWEEP_ATTACKS, settings)
+    users = {n: [m for m, names in plan.items() if n in names] for n in ssim}
+    users = {n: mechs for n, mechs in users.items() if mechs}
+    if not users:
+        return
+    side = f"{SSIM_WIN_SIZE}x{SSIM_WIN_SIZE}"
+    fits = [
+        n
+        for n in SWEEP_ATTACKS
+        if n not in ssim and all(runs_against(get_attack(n), k) for k in releases.values())
+    ]
+    fix = f", or the attacks without SSIM: --attack {' '.join(fits)}" if fits else ""
+    scorers = " and ".join(f"the {n} attack (--mech {', '.join(m)})" for n, m in users.items())
+    raise ValueError(
+        f"{what}: images of {size} pixels are smaller than SSIM's {side} window, which "
+        f"{scorers} scores; use images of at least {side}{fix}"
+    )
 
 
 def attack_settings(*, attack_samples: int, modality: Modality | str) -> AttackSettings:

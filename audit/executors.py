@@ -102,6 +102,11 @@ class RayExecutor:
     ``max_retries`` times by Ray; if it still fails it is yielded as :class:`CellFailed`. An
     exception raised by the cell's code itself (``RayTaskError``) is yielded as
     :class:`CellFailed` too, with its message.
+
+    A local instance this executor started is shut down when :meth:`run` ends (or is
+    interrupted). A driver killed with SIGKILL cannot do that: Ray's fate sharing stops its
+    GCS and raylet, but its agent processes (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``)
+    stay; ``ray stop`` stops them (README, "Many machines").
     """
 
     def __init__(self, settings: RaySettings, *, init: Callable[..., Any] | None = None) -> None:
@@ -109,9 +114,10 @@ class RayExecutor:
         self.ray = import_ray()
         self._init = init
 
-    def _ensure_running(self) -> None:
+    def _ensure_running(self) -> bool:
+        """Start or connect Ray unless this process has already; True where this call did."""
         if self.ray.is_initialized():
-            return
+            return False
         kwargs: dict[str, Any] = {"log_to_driver": True}
         if self.settings.address is not None:
             kwargs["address"] = self.settings.address
@@ -119,10 +125,24 @@ class RayExecutor:
             kwargs.update(include_dashboard=False, _node_ip_address="127.0.0.1")
         log.info("starting Ray (%s)", self.settings.address or "a local instance")
         self.ray.init(**kwargs)
+        return True
 
     def run(self, jobs: Iterable[Any], dataset: Any, compute: CellFn) -> Iterator[Any | CellFailed]:
+        """Yield each cell's outcome as it finishes. Where this call started Ray (or connected
+        to a cluster), it shuts it down when done, interrupted (Ctrl-C) or closed, so that a
+        local instance's processes do not outlive the sweep; a Ray the caller started stays."""
+        started = self._ensure_running()
+        try:
+            yield from self._run(jobs, dataset, compute)
+        finally:
+            if started:
+                log.info("shutting Ray down")
+                self.ray.shutdown()
+
+    def _run(
+        self, jobs: Iterable[Any], dataset: Any, compute: CellFn
+    ) -> Iterator[Any | CellFailed]:
         ray = self.ray
-        self._ensure_running()
         threads = max(1, int(self.settings.cell_cpus))
         task = ray.remote(
             num_cpus=self.settings.cell_cpus,

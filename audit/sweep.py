@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from audit import io, results
-from audit.attack_plan import plan_attacks
+from audit.attack_plan import attack_settings, check_ssim_window, plan_attacks
 from audit.config import CellConfig, MechanismName, SweepConfig
 from audit.datasets import Dataset, Split, dataset_modality, load_dataset, stratified_split
 from audit.executors import CellFailed, Executor, ExecutorName, make_executor
@@ -156,12 +156,26 @@ def check_sweep(config: SweepConfig, data: tuple[Dataset, dict[int, Split]] | No
     (:func:`_check_options_apply`), the attack plan, and each selected mechanism's
     :meth:`~audit.mechanisms.mechanism.Mechanism.check_options` (its grid values, its options,
     and, given the loaded ``data`` and its splits, the records' modality and sizes; |D_train| is
-    the smallest over the seeds after the ``max_train`` cap). Called without ``data`` before the
-    data is loaded, and with it after."""
+    the smallest over the seeds after the ``max_train`` cap), and, given ``data``, that images
+    fit SSIM's window where a planned attack scores SSIM
+    (:func:`~audit.attack_plan.check_ssim_window`). Called without ``data`` before the data is
+    loaded, and with it after."""
     _check_options_apply(config)
     mechs = (MechanismName.NONE, *config.mechs)
-    plan_attacks(config.attacks, {m.value: get_mechanism(m).release for m in mechs})
+    releases = {m.value: get_mechanism(m).release for m in mechs}
+    plan = plan_attacks(config.attacks, releases)
     facts = None if data is None else _data_facts(config, *data)
+    if data is not None:
+        dataset = data[0]
+        check_ssim_window(
+            dataset.shape,
+            plan,
+            releases,
+            settings=attack_settings(
+                attack_samples=config.profile.attack_samples, modality=dataset.modality
+            ),
+            what=f"--dataset {config.dataset}",
+        )
     for name in config.mechs:
         if name is MechanismName.NONE:
             continue

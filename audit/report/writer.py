@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from audit.report.summaries import (
     sweet_spots,
     utility_note,
 )
-from audit.results import unfinished_cells
+from audit.results import clean_temp_files, locked_dir, unfinished_cells
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,38 @@ def write_report(
     out = io.check_writable_dir(
         Path(out_dir) if out_dir is not None else Path(run_dir) / REPORT_DIR
     )
+    with locked_dir(out):  # one report writer at a time per folder
+        _clean_stale(out, formats)
+        return _write(
+            run_dir, out, frame, formats=formats, limits=limits, data_home=data_home, images=images
+        )
+
+
+def _clean_stale(out: Path, formats: Sequence[str]) -> None:
+    """Remove the temporary files a killed report writer left in ``out``: those of
+    ``report.md`` and of figures (any of :data:`FORMATS` and ``formats``). Called under the
+    folder's lock, so none of them is a live writer's; other files' are left alone (``out``
+    may be a run directory, where a sweep writes its own)."""
+    suffixes = tuple(f".{fmt}" for fmt in {*FORMATS, *formats})
+    removed = clean_temp_files(
+        out,
+        before=time.time(),
+        targets=lambda name: name == REPORT_MD or name.endswith(suffixes),
+    )
+    if removed:
+        log.warning("removed %d temporary file(s) a killed report left in %s", len(removed), out)
+
+
+def _write(
+    run_dir: Path,
+    out: Path,
+    frame,
+    *,
+    formats: Sequence[str],
+    limits: Sequence[float],
+    data_home: Path | None,
+    images: bool,
+) -> Report:
     report = Report(out_dir=out, markdown=out / REPORT_MD, unfinished=unfinished_cells(run_dir))
     sections = []
     for name, stem_prefix, group in run_sections(frame, Path(run_dir)):

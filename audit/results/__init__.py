@@ -52,7 +52,14 @@ from audit.results.layout import (
     SCORES_FILE,
     cell_path,
 )
-from audit.results.locks import cell_lock, clean_orphans, locked, sweep_session
+from audit.results.locks import (
+    cell_lock,
+    clean_orphans,
+    clean_temp_files,
+    locked,
+    locked_dir,
+    sweep_session,
+)
 from audit.results.manifest import (
     GRID_OPTIONS,
     RUN_OPTIONS,
@@ -93,6 +100,7 @@ __all__ = [
     "cell_rows",
     "claim_run",
     "clean_orphans",
+    "clean_temp_files",
     "collect_rows",
     "differences",
     "has_model",
@@ -102,6 +110,7 @@ __all__ = [
     "load_rows",
     "load_scores",
     "locked",
+    "locked_dir",
     "manifest_of",
     "mech_settings",
     "parse_scores_key",

@@ -6,8 +6,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from audit.results.layout import CELLS_DIR, TEMP_FILE
@@ -66,12 +67,40 @@ def clean_orphans(out: Path, *, before: float) -> list[Path]:
         *(p for p in (out / CELLS_DIR).glob("*") if p.is_dir()),
         *(p for p in (out / "reference-models").glob("*") if p.is_dir()),
     ]
-    removed = []
-    for folder in folders:
-        for path in folder.glob(".*.tmp"):
-            if TEMP_FILE.match(path.name) and path.is_file() and path.stat().st_mtime < before:
-                path.unlink(missing_ok=True)
-                removed.append(path)
+    removed = [path for folder in folders for path in clean_temp_files(folder, before=before)]
     if removed:
         log.warning("removed %d temporary file(s) a killed sweep left in %s", len(removed), out)
     return removed
+
+
+def clean_temp_files(
+    folder: Path, *, before: float, targets: Callable[[str], bool] | None = None
+) -> list[Path]:
+    """Remove ``io``'s temporary files (:data:`TEMP_FILE`) directly in ``folder`` last modified
+    before ``before`` (epoch s); with ``targets``, only those whose destination file name
+    (``.NAME.XXXXXXXX.tmp`` -> ``NAME``) it accepts."""
+    removed = []
+    for path in Path(folder).glob(".*.tmp"):
+        if not TEMP_FILE.match(path.name):
+            continue
+        if targets is not None and not targets(path.name[1:].rsplit(".", 2)[0]):
+            continue
+        if path.is_file() and path.stat().st_mtime < before:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def locked_dir(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``fcntl.flock`` on directory ``path`` itself (no lock file in it); the
+    kernel drops it if the process dies."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -12,14 +12,15 @@ import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
 
-from audit import results
+from audit import executors, results
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
-from audit.executors import RAY_EXTRA, ExecutorName, RaySettings
+from audit.executors import RAY_EXTRA, ExecutorName, RayExecutor, RaySettings
 from audit.sweep import SweepIncomplete, compute_cell, run_sweep
 from benchmark import main
 
@@ -64,6 +65,71 @@ def test_ray_flags_apply_to_the_ray_executor_only(tmp_path, capsys):
     assert "--cell-cpus apply to --executor ray only" in capsys.readouterr().err
     assert main([*ARGS, "--out", str(tmp_path), "--executor", "ray", "--cell-cpus", "0"]) == 2
     assert "--cell-cpus must be a positive number, got 0.0" in capsys.readouterr().err
+
+
+class _FakeRay:
+    """Enough of Ray's API for :class:`RayExecutor` (no processes): tasks run when submitted;
+    ``interrupt``: Ctrl-C while the driver waits."""
+
+    class exceptions:  # noqa: N801 (Ray's module name)
+        RayError = RuntimeError
+
+    def __init__(self, *, initialized: bool = False, interrupt: bool = False):
+        self.initialized, self.interrupt, self.calls = initialized, interrupt, []
+
+    def is_initialized(self):
+        return self.initialized
+
+    def init(self, **kwargs):
+        self.calls.append("init")
+        self.initialized = True
+
+    def shutdown(self):
+        self.calls.append("shutdown")
+        self.initialized = False
+
+    def remote(self, **options):
+        return lambda fn: SimpleNamespace(remote=lambda *args: fn(*args))
+
+    def put(self, value):
+        return value
+
+    def wait(self, refs, *, num_returns):
+        if self.interrupt:
+            raise KeyboardInterrupt
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        return ref
+
+
+def _executor(monkeypatch, fake: _FakeRay) -> RayExecutor:
+    monkeypatch.setattr(executors, "import_ray", lambda: fake)
+    return RayExecutor(RaySettings())
+
+
+def _double(job, dataset, *, threads):
+    return 2 * job
+
+
+@pytest.mark.parametrize("interrupt", [False, True])
+def test_a_ray_the_executor_started_is_shut_down_when_the_sweep_ends(monkeypatch, interrupt):
+    """Issue 30 item 13: a local instance's processes must not outlive the driver (a killed
+    driver cannot: the README's Ray section says to run ``ray stop`` then)."""
+    fake = _FakeRay(interrupt=interrupt)
+    run = _executor(monkeypatch, fake).run([1, 2], None, _double)
+    if interrupt:
+        with pytest.raises(KeyboardInterrupt):
+            list(run)
+    else:
+        assert sorted(run) == [2, 4]
+    assert fake.calls == ["init", "shutdown"]
+
+
+def test_a_ray_the_caller_started_is_left_running(monkeypatch):
+    fake = _FakeRay(initialized=True)
+    assert sorted(_executor(monkeypatch, fake).run([1, 2], None, _double)) == [2, 4]
+    assert fake.calls == [] and fake.initialized
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,13 @@ before any work (each case crashed or gave a misleading message before)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from audit.datasets import DatasetUnavailable, load_dataset
+from audit.datasets import DatasetUnavailable, load_dataset, stratified_split
 from benchmark import main
 from tests.audit.check.runs import runs, write_runs
 
@@ -38,3 +39,47 @@ def test_sixteen_bit_integer_images_get_a_scaling_hint_not_the_binary_one(tmp_pa
         load_dataset(f"npz:{path}")
     assert "max 4000" in str(info.value) and "more than 8 bits" in str(info.value)
     assert "binary" not in str(info.value)
+
+
+def _small_npz(path: Path, side: int = 5) -> Path:
+    rng = np.random.default_rng(0)
+    np.savez(path, X=rng.random((60, side, side), dtype=np.float32), y=np.arange(60) % 2)
+    return path
+
+
+def test_npz_images_below_ssims_window_are_refused_before_run_json(tmp_path, capsys):
+    data, out = _small_npz(tmp_path / "small.npz"), tmp_path / "out"
+    argv = ["--dataset", f"npz:{data}", "--profile", "quick", "--no-progress", "--out", str(out)]
+    assert main([*argv, "--mech", "none", "cdp", "--grid", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --dataset npz:{data}: images of 5x5")
+    assert "SSIM's 7x7 window" in err[0] and "reconstruction attack (--mech none, cdp)" in err[0]
+    assert "use images of at least 7x7" in err[0] and "'mse' distance" not in err[0]
+    assert err[0].endswith("--attack monte-carlo latent-search likelihood domias")
+    assert not out.exists()  # no run.json, no lock, no cell
+
+
+def test_the_hint_for_small_images_names_attacks_every_mechanism_allows(tmp_path):
+    from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
+    from audit.sweep import check_sweep
+
+    def data(side: int):
+        dataset = load_dataset(f"npz:{_small_npz(tmp_path / f'{side}.npz', side)}")
+        split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=0)
+        return dataset, {0: split}
+
+    config = SweepConfig(
+        dataset="npz:small.npz",
+        mechs=(MechanismName.DP2VAE,),  # decoder only: no likelihood attack
+        profile_name=ProfileName.QUICK,
+        profile=PROFILES[ProfileName.QUICK],
+        out=tmp_path / "out",
+        seeds=(0,),
+        grid=(1.0,),
+    )
+    with pytest.raises(ValueError, match="--mech none\\)") as info:
+        check_sweep(config, data(5))  # the baseline none runs the reconstruction attack
+    hint = str(info.value).split("--attack ")[1]
+    assert hint == "monte-carlo latent-search domias"
+    check_sweep(replace(config, attacks=tuple(hint.split())), data(5))  # the hint passes
+    check_sweep(config, data(7))  # 7x7 fits the window

@@ -4,6 +4,8 @@ skipped, and the command line's errors."""
 from __future__ import annotations
 
 import math
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +171,19 @@ def test_runs_without_audits_get_no_claim_vs_bound(tmp_path):
     )
     assert not any("claim_vs_bound" in p.name for p in report.figures)
     assert "Claimed ε vs empirical lower bound" not in report.markdown.read_text()
+
+
+def test_a_killed_reports_temporary_files_are_removed_by_the_next_report(tmp_path):
+    """A report killed mid-write (SIGTERM, SIGKILL: no ``finally`` runs) leaves ``io``'s
+    ``.NAME.XXXXXXXX.tmp`` files; the next report removes its own and leaves others' alone."""
+    run_dir = write_runs(tmp_path / "run", synthetic_runs(seeds=(0,)))
+    folder = run_dir / "report"
+    folder.mkdir()
+    stale = [folder / ".report.md.a1b2c3d4.tmp", folder / ".x-phi.png.a1b2c3d4.tmp"]
+    foreign = [folder / ".runs.csv.a1b2c3d4.tmp", folder / "notes.tmp"]
+    for path in stale + foreign:
+        path.write_text("half written")
+        os.utime(path, (time.time() - 60, time.time() - 60))
+    write_report(run_dir, formats=("png",), images=False)
+    assert [p for p in stale if p.exists()] == []
+    assert all(p.exists() for p in foreign)
