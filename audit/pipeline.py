@@ -45,6 +45,7 @@ from audit.rows import Row
 from audit.target_training import TrainedTarget, train_target
 from dpvae_core.records import Modality
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
+from models.face_embedding import FACE_EMBEDDING, embedding_accuracy
 from models.factory import CLASSIFIER_RECIPES, model_family
 from models.generation import finite_records, gen_labels, generate
 from models.latent_metrics import latent_summary
@@ -340,8 +341,12 @@ def classifier_accuracy(
     """Train the target classifier on ``train`` (early stop on ``val``); accuracy on real ``test``.
 
     The classifier is the modality's (:func:`models.factory.model_family`): a small CNN for
-    images, HAR-CNN for series; ``kind`` names another (the profile's ``classifier``).
+    images, HAR-CNN for series; ``kind`` names another (the profile's ``classifier``):
+    ``face-embedding`` is dlib's frozen face descriptor with a logistic regression chosen on
+    ``val`` (:mod:`models.face_embedding`).
     """
+    if kind == FACE_EMBEDDING:
+        return embedding_accuracy(train, val, test)
     family = model_family(train[0].shape[1:], num_classes)
     model = train_classifier(
         partial(family.classifier, kind), train, val, settings, progress=ctx.progress, desc=desc

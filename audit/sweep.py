@@ -37,6 +37,8 @@ from audit.reference_models import ReferenceModel, cached_models, save_trained
 from audit.results import CELLS_DIR, RUNS_CSV
 from dpvae_core.digests import short_digest
 from dpvae_core.progress import ProgressFactory, null_progress
+from models.face_embedding import FACE_EMBEDDING, INSTALL_HINT
+from models.face_embedding import available as face_embedding_available
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +163,11 @@ def check_sweep(config: SweepConfig, data: tuple[Dataset, dict[int, Split]] | No
     (:func:`~audit.attack_plan.check_ssim_window`). Called without ``data`` before the data is
     loaded, and with it after."""
     _check_options_apply(config)
+    if config.profile.classifier == FACE_EMBEDDING and not face_embedding_available():
+        raise ValueError(
+            f"--dataset {config.dataset}'s classifier is {FACE_EMBEDDING}: {INSTALL_HINT}; "
+            "or pass --classifier resnet-half"
+        )
     mechs = (MechanismName.NONE, *config.mechs)
     releases = {m.value: get_mechanism(m).release for m in mechs}
     plan = plan_attacks(config.attacks, releases)

@@ -170,6 +170,15 @@ def build_run_parser() -> argparse.ArgumentParser:
         help="size of D_atk, half members half non-members, or 'all' "
         "(paper 2000; capped by |D_train| and |D_test|)",
     )
+    from models.factory import CLASSIFIERS
+
+    prof.add_argument(
+        "--classifier",
+        choices=CLASSIFIERS,
+        help="the target classifier (images): small-cnn, resnet, resnet-half, or face-embedding "
+        "(dlib's frozen face descriptor and a logistic regression; needs the faces extra; "
+        "lfw20 and lfw50 use it)",
+    )
     prof.add_argument("--classifier-epochs", type=int, help="target classifier max epochs")
     prof.add_argument("--classifier-patience", type=int, help="early-stopping patience")
     prof.add_argument(
@@ -184,7 +193,7 @@ def build_run_parser() -> argparse.ArgumentParser:
         "--gen-records",
         type=int,
         help="|D_gen|: generated records the utility classifier trains on, labels in "
-        f"D_train's class shares (standard: {std.gen_records}; quick: "
+        f"D_val's class shares (standard: {std.gen_records}; quick: "
         f"{PROFILES[ProfileName.QUICK].gen_records})",
     )
     prof.add_argument(
@@ -223,6 +232,7 @@ PROFILE_FIELDS = (
     "beta",
     "attack_samples",
     "attack_records",
+    "classifier",
     "classifier_epochs",
     "classifier_patience",
     "max_train",

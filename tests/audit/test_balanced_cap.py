@@ -40,12 +40,10 @@ def test_lfw20_sizes_give_ten_per_person():
     assert len(balanced_subset(np.arange(len(y)), y, len(y), np.random.default_rng(0))) == 953
 
 
-@pytest.mark.parametrize(
-    ("profile", "kind"), [("quick", "resnet-half"), ("standard", "resnet"), ("paper", "resnet")]
-)
-def test_face_profiles_balance_d_train_and_train_the_residual_classifier(profile, kind):
+@pytest.mark.parametrize("profile", ["quick", "standard", "paper"])
+def test_face_profiles_balance_d_train_and_use_the_face_embedding_classifier(profile):
     got = profile_for_dataset(ProfileName(profile), "lfw20")
-    assert got.balanced_train and got.classifier == kind
+    assert got.balanced_train and got.classifier == "face-embedding"
     other = profile_for_dataset(ProfileName(profile), "lfw-subset")
     assert not other.balanced_train and other.classifier is None
 
@@ -63,7 +61,7 @@ def test_face_settings_are_in_the_hash_and_unset_ones_are_not():
         0,
         profile_for_dataset(ProfileName.QUICK, "lfw20"),
     )
-    assert balanced.canonical()["profile"]["classifier"] == "resnet-half"
+    assert balanced.canonical()["profile"]["classifier"] == "face-embedding"
     assert balanced.config_hash != faces.config_hash
 
 

@@ -189,21 +189,31 @@ def test_one_sweep_mixes_cells_with_and_without_reference_models():
 
 
 @pytest.mark.parametrize(
-    ("dataset", "profile", "lr", "classifier_epochs"),
+    ("dataset", "profile", "lr", "epochs", "classifier"),
     [
-        ("lfw20", "quick", 1e-3, 60),  # LFW_QUICK_OVERRIDES + LFW_FACE_SETTINGS
-        ("lfw50", "quick", 1e-3, 60),
-        ("lfw20", "standard", 1e-3, 60),  # the standard profile's own values
-        ("lfw-subset", "quick", 2e-3, 20),  # the quick profile's own values
+        ("lfw20", "quick", 1e-3, 120, "face-embedding"),  # LFW_QUICK_OVERRIDES + FACE_SETTINGS
+        ("lfw50", "quick", 1e-3, 120, "face-embedding"),
+        ("lfw20", "standard", 1e-3, 300, "face-embedding"),  # the standard profile's lr, epochs
+        ("lfw-subset", "quick", 2e-3, 40, None),  # the quick profile's own values
     ],
 )
-def test_lfw_quick_takes_its_measured_learning_rate_and_classifier_budget(
-    dataset, profile, lr, classifier_epochs
+def test_lfw_quick_takes_its_measured_learning_rate_epochs_and_classifier(
+    dataset, profile, lr, epochs, classifier
 ):
     from audit.config import profile_for_dataset
 
     got = profile_for_dataset(ProfileName(profile), dataset)
-    assert (got.lr, got.classifier_epochs) == (lr, classifier_epochs)
+    assert (got.lr, got.epochs, got.classifier) == (lr, epochs, classifier)
+
+
+def test_the_classifier_flag_overrides_the_dataset_profile():
+    from audit.cli.run_command import build_run_parser, config_from_args
+
+    base = ["--dataset", "lfw20", "--mech", "none"]
+    args = build_run_parser().parse_args([*base, "--classifier", "resnet-half"])
+    assert config_from_args(args).profile.classifier == "resnet-half"
+    with pytest.raises(ValueError, match="invalid choice: 'vgg16'"):
+        build_run_parser().parse_args([*base, "--classifier", "vgg16"])
 
 
 def test_a_flag_overrides_the_dataset_profile_setting():
