@@ -80,9 +80,20 @@ def build_audit_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--input-design",
         default="uniform-noise",
-        choices=("uniform-noise", "blocks"),
-        help="input canaries: uniform-noise records or blocks (random black-and-white 5x5 "
-        "patterns, images only: out of distribution and memorisable) (default uniform-noise)",
+        choices=("uniform-noise", "blocks", "patches", "marked-mean", "mean-blocks"),
+        help="input canaries (audit/empirical/input_canaries.py): uniform-noise records; "
+        "images only: blocks (random black-and-white 5x5 patterns), patches (black, one white "
+        "cell of a grid each), marked-mean (D_val's mean image, one grid cell flipped each), "
+        "mean-blocks (D_val's mean plus a random +-0.5 8x8 pattern) (default uniform-noise)",
+    )
+    p.add_argument(
+        "--copies",
+        type=int,
+        default=1,
+        metavar="k",
+        help="input canaries: each included canary goes into D_train k times (one coin per "
+        "canary); the bound is then compared with the group claim for k records (Mironov "
+        "2017, Prop. 2, on the run's RDP curve) (default 1)",
     )
     p.add_argument(
         "--reference-model",
@@ -160,6 +171,7 @@ class AuditRequest:
     k_minus: int | None = None
     guess_rule: str = "design"
     input_design: str = "uniform-noise"
+    copies: int = 1
     reference_model: bool = False
     clip_norm: float | None = None
     runs: int | None = None
@@ -175,6 +187,9 @@ class AuditRequest:
             raise ValueError(f"unknown mechanism {self.mech!r} to audit; choose one of {AUDITED}")
         _positive("--canaries", self.canaries)
         _positive("--draws", self.draws)
+        _positive("--copies", self.copies)
+        if self.copies != 1 and self.canary_kind != "input":
+            raise ValueError("--copies applies to input canaries (--canary-kind input) only")
         if self.seed < 0:
             raise ValueError(f"--seed must be >= 0, got {self.seed!r}")
         if not (math.isfinite(self.grid) and self.grid > 0):
@@ -321,6 +336,7 @@ def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
         guess_rule=args.guess_rule,
         input_design=args.input_design,
         reference=args.reference_model,
+        copies=args.copies,
     )
     if args.runs is not None:
         return _run_multi(args, settings)
@@ -331,6 +347,15 @@ def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
     lines = [
         f"{args.mech} {cell.param_name}={args.grid:g}: claimed epsilon {claim.epsilon:.6g} at "
         f"delta {claim.delta:.6g} ({claim.method}, N_train {n_run} in the audit's run)",
+        *(
+            [
+                f"  the canaries were inserted {args.copies} times each: the claim above is the "
+                f"group claim for {args.copies} records (one record: "
+                f"{audit.extra['single_record_epsilon']:.6g})"
+            ]
+            if args.copies > 1
+            else []
+        ),
         *_paper_claim_lines(claim, b.epsilon),
         f"  {audit.kind.value} canaries: m = {b.m}, guesses k+ = {audit.k_plus}, k- = "
         f"{audit.k_minus} (r = {b.r}, {audit.guess_rule} rule), {b.v} right, confidence "

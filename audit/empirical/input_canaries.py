@@ -8,11 +8,22 @@ Designs (:class:`InputDesign`):
 - ``blocks`` (images): a random binary pattern of :data:`BLOCKS` x :data:`BLOCKS` cells per
   channel, each cell a flat square of 0 or 1, with a uniformly drawn label: out of
   distribution (no face is made of black and white squares) and few bits each (25 per
-  channel), so that a VAE can memorise the ones it trains on.
+  channel), so that a VAE can memorise the ones it trains on;
+- ``patches`` (images): a black image with one white cell of a g x g grid (g = ceil(sqrt(m))),
+  canary j lighting cell j: out of distribution, and each canary's pixels disjoint from every
+  other's, so that what the model learns from one canary does not carry to another (the
+  member-versus-non-member gap of a canary is its own); m <= g^2 cells, each at least one pixel
+  (m <= h w);
+- ``marked-mean`` (images): the mean image of D_val with cell j of the same grid flipped to the
+  far end of the range (1 where the mean is below 1/2, else 0): in distribution everywhere but
+  its own cell, so the reconstruction error of a canary, and the gradient it sends, sit in its
+  cell alone (no shared background to learn, unlike ``patches``' black one). D_val is disjoint
+  from D_train (the canaries read no training record).
 """
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 
 import torch
@@ -24,11 +35,17 @@ from dpvae_core.seeding import torch_generator
 
 #: Cells per side of a ``blocks`` canary.
 BLOCKS = 5
+#: Cells per side, and the amplitude, of a ``mean-blocks`` canary.
+MEAN_CELLS = 8
+MEAN_BLOCKS_AMPLITUDE = 0.5
 
 
 class InputDesign(str, Enum):
     UNIFORM_NOISE = "uniform-noise"
     BLOCKS = "blocks"
+    PATCHES = "patches"
+    MARKED_MEAN = "marked-mean"
+    MEAN_BLOCKS = "mean-blocks"
 
 
 def input_canaries(
@@ -44,9 +61,30 @@ def input_canaries(
             x = 2 * x - 1
     else:
         if record_modality(data.shape) is not Modality.IMAGE:
-            raise ValueError(f"blocks canaries are images; records here have shape {data.shape}")
+            raise ValueError(
+                f"{design.value} canaries are images; records here have shape {data.shape}"
+            )
         c, h, w = data.shape
-        bits = torch.randint(2, (m, c, BLOCKS, BLOCKS), generator=gen).to(dtype)
+        if design is InputDesign.BLOCKS:
+            bits = torch.randint(2, (m, c, BLOCKS, BLOCKS), generator=gen).to(dtype)
+        elif design is InputDesign.MEAN_BLOCKS:
+            signs = 2 * torch.randint(2, (m, c, MEAN_CELLS, MEAN_CELLS), generator=gen) - 1
+            up = functional.interpolate(signs.to(dtype), size=(h, w), mode="nearest")
+            mean = data.val[0].to(dtype).mean(dim=0, keepdim=True)
+            x = (mean + MEAN_BLOCKS_AMPLITUDE * up).clamp(0, 1)
+            y = torch.randint(data.num_classes, (m,), generator=gen)
+            return x, y
+        else:
+            g = math.ceil(math.sqrt(m))
+            if g > min(h, w):
+                raise ValueError(f"{m} canaries need a {g} x {g} grid; images are {h} x {w}")
+            bits = torch.zeros((m, c, g * g), dtype=dtype)
+            bits[torch.arange(m), :, torch.arange(m)] = 1.0
+            bits = bits.view(m, c, g, g)
         x = functional.interpolate(bits, size=(h, w), mode="nearest")
+        if design is InputDesign.MARKED_MEAN:
+            mean = data.val[0].to(dtype).mean(dim=0, keepdim=True)
+            far = (mean < 0.5).to(dtype)
+            x = torch.where(x > 0, far.expand_as(x), mean.expand_as(x))
     y = torch.randint(data.num_classes, (m,), generator=gen)
     return x, y

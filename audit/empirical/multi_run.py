@@ -64,6 +64,8 @@ class RunJob:
     @property
     def key(self) -> str:
         settings = {k: getattr(v, "value", v) for k, v in asdict(self.settings).items()}
+        if settings["copies"] == 1:  # added later: keys of runs cached before it stay valid
+            del settings["copies"]
         return json_digest({"cell": self.cell.config_hash, "settings": settings, "run": self.index})
 
 

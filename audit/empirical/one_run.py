@@ -36,10 +36,13 @@ Canary kinds:
   A gradient canary touches the per-example term only: for cdp-termwise it does not exercise
   the batch term, and for dp2vae it exercises the decoder's step as paper 002 models it, not
   the encoders that make the valid claim larger.
-- ``input`` (the bound a user's adversary gets): canary records (i.i.d. uniform-noise records
-  with random labels, far from the data) added to D_train; score: the strongest attack the
-  mechanism's release allows (:data:`INPUT_CANARY_ATTACK`: the reconstruction attack's -MSE
-  against the whole VAE, the latent search's -MSE against a released decoder).
+- ``input`` (the bound a user's adversary gets): canary records
+  (:mod:`audit.empirical.input_canaries`: uniform-noise, blocks, patches, marked-mean or
+  mean-blocks records with random labels) added to D_train, each included one ``copies`` times;
+  score: the strongest attack the mechanism's release allows (:data:`INPUT_CANARY_ATTACK`: the
+  reconstruction attack's -MSE against the whole VAE, the latent search's -MSE against a
+  released decoder). With ``copies`` k > 1 the datasets with and without a canary differ in k
+  records, and the bound is compared with the group claim (:func:`group_claim`).
 
 Test-only switches (:class:`Broken`) remove the noise (z = 0 in training while the claim keeps
 the run's z) or the clipping; a correct mechanism's bound must stay below its claim and a
@@ -68,6 +71,7 @@ from audit.empirical.input_canaries import InputDesign, input_canaries
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.mechanisms.mechanism import Mechanism
 from audit.privacy.claim import PrivacyClaim
+from audit.privacy.group import group_rdp_epsilon
 from audit.target_training import train_target
 from dpvae_core.records import record_modality
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng, torch_generator
@@ -102,7 +106,10 @@ class OneRunSettings:
     clipping is exercised: a clipped canary has norm C). ``input_design``: what input canaries
     are (:mod:`audit.empirical.input_canaries`); ``reference``: input canaries' scores minus
     their scores on a model trained without canaries (one more training; the adversary of DP
-    knows every other record, so may train that model).
+    knows every other record, so may train that model). ``copies``: each included input canary
+    goes into D_train that many times (one coin per canary), so the datasets with and without a
+    canary differ in ``copies`` records and the audit compares with the group claim
+    (:func:`group_claim`), never the single-record one.
     """
 
     kind: CanaryKind = CanaryKind.GRADIENT
@@ -116,6 +123,7 @@ class OneRunSettings:
     guess_rule: GuessRule = GuessRule.DESIGN
     input_design: InputDesign = InputDesign.UNIFORM_NOISE
     reference: bool = False
+    copies: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CanaryKind(self.kind))
@@ -131,6 +139,11 @@ class OneRunSettings:
                 f"need k_plus, k_minus >= 0 with 0 < k_plus + k_minus <= canaries ({m}), "
                 f"got {k_plus} and {k_minus}"
             )
+        c = self.copies
+        if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+            raise ValueError(f"copies must be an integer >= 1, got {c!r}")
+        if c > 1 and self.kind is not CanaryKind.INPUT:
+            raise ValueError("copies > 1 applies to input canaries only")
         if not (math.isfinite(self.canary_norm) and self.canary_norm >= 1):
             raise ValueError(f"canary_norm must be >= 1 (units of C), got {self.canary_norm!r}")
 
@@ -442,9 +455,12 @@ def _audit_input(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
     design = settings.input_design
     cx, cy = input_canaries(data, settings.canaries, settings.seed, design=design, tag=TAG)
     keep = torch.as_tensor(included)
-    train = (torch.cat([data.train[0], cx[keep]]), torch.cat([data.train[1], cy[keep]]))
+    k = settings.copies
+    inserted = (cx[keep].repeat_interleave(k, dim=0), cy[keep].repeat_interleave(k, dim=0))
+    train = (torch.cat([data.train[0], inserted[0]]), torch.cat([data.train[1], inserted[1]]))
     with_canaries = replace(data, train=train, train_index=None)
     run = extra_run(cell, with_canaries, ctx, Switches(settings.broken))
+    claim = run.claim if k == 1 else group_claim(run.claim, k)
     records = AttackData(x=cx, y=cy, is_member=included)
     result = _attack_canaries(cell, run.model, records, ctx)
     scores = np.asarray(result.scores, dtype=np.float64)
@@ -454,14 +470,14 @@ def _audit_input(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
         ref = extra_run(plain, data, ctx, Switches(settings.broken))
         scores = scores - np.asarray(_attack_canaries(cell, ref.model, records, ctx).scores)
         reference_s = ref.seconds
-    bounds = _bound(scores, included, settings, run.claim)
+    bounds = _bound(scores, included, settings, claim)
     variant = getattr(result.variant, "value", result.variant)
     calibrated = ", minus its score on a reference model trained without canaries"
     return OneRunAudit(
         kind=CanaryKind.INPUT,
         score=f"{result.attack} attack ({result.distance.value}, {variant}), "
         f"{result.n_samples} samples per record{calibrated if settings.reference else ''}",
-        claim=run.claim,
+        claim=claim,
         bound=bounds.steinke,
         fdp_epsilon=bounds.fdp,
         k_plus=bounds.k_plus,
@@ -472,7 +488,30 @@ def _audit_input(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
         seconds=time.perf_counter() - start,
         scores=scores,
         included=included,
-        extra={"n_train_with_canaries": len(train[0]), "canaries": f"{design.value} records"},
+        extra={
+            "n_train_with_canaries": len(train[0]),
+            "canaries": f"{design.value} records",
+            "copies": k,
+            "single_record_epsilon": run.claim.epsilon,
+        },
+    )
+
+
+def group_claim(claim: PrivacyClaim, k: int) -> PrivacyClaim:
+    """The claim for datasets that differ in ``k`` records (an input canary inserted k times):
+    :func:`audit.privacy.group.group_rdp_epsilon` on the run's RDP curve (Mironov's Prop. 2)."""
+    if claim.event is None or claim.accountant != "rdp":
+        raise ValueError(
+            f"copies > 1 needs an RDP-accounted claim with its event; got {claim.method!r}"
+        )
+    return PrivacyClaim(
+        epsilon=group_rdp_epsilon(claim.event, k, delta=claim.delta),
+        delta=claim.delta,
+        method=f"{claim.method}, group of {k} (Mironov 2017 Prop. 2: 3^c RDP at order/2^c, "
+        f"2^c >= {k})",
+        accountant=claim.accountant,
+        extra={**claim.extra, "group_size": k, "single_record_epsilon": claim.epsilon},
+        event=claim.event,
     )
 
 

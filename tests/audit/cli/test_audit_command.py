@@ -31,6 +31,8 @@ import benchmark
         (["--mech", "cdp", "--grid", "1", "--runs", "4"], "--runs needs --out"),
         (["--mech", "cdp", "--grid", "1", "--out", "x"], "apply with --runs R only"),
         (["--mech", "cdp", "--grid", "1", "--guess-rule", "half"], "invalid choice: 'half'"),
+        (["--mech", "cdp", "--grid", "1", "--copies", "2"], "--copies applies to input canaries"),
+        (["--mech", "cdp", "--grid", "1", "--copies", "0"], "--copies must be a positive"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(argv, message, capsys) -> None:

@@ -39,3 +39,35 @@ def test_blocks_refuse_series() -> None:
     series = replace(data, train=(torch.zeros(4, 20, 3), data.train[1][:4]))
     with pytest.raises(ValueError, match="blocks canaries are images"):
         input_canaries(series, 5, 0, design="blocks", tag="t")
+
+
+def test_patches_light_disjoint_cells_of_a_grid() -> None:
+    x, _ = input_canaries(tiny_data(), 9, 0, design="patches", tag="t")
+    assert set(x.unique().tolist()) == {0.0, 1.0}
+    lit = x.flatten(1) > 0
+    assert bool(lit.any(1).all()) and int((lit.sum(0) > 1).sum()) == 0  # each pixel: <= 1 canary
+    assert int(lit.sum()) == 64  # a 3 x 3 grid covers the 8 x 8 image
+    with pytest.raises(ValueError, match="need a 9 x 9 grid"):
+        input_canaries(tiny_data(), 70, 0, design="patches", tag="t")
+
+
+def test_marked_mean_differs_from_the_validation_mean_in_its_cell_only() -> None:
+    data = tiny_data()
+    mean = data.val[0].mean(0)
+    x, _ = input_canaries(data, 16, 0, design="marked-mean", tag="t")
+    changed = (x - mean).abs().flatten(1) > 0
+    assert int((changed.sum(0) > 1).sum()) == 0 and bool(changed.any(1).all())
+    # the flipped cell is at the far end of the range from the mean
+    far = (mean < 0.5).float().flatten()
+    assert torch.equal(x.flatten(1)[changed], far.expand(16, -1)[changed])
+
+
+def test_mean_blocks_are_the_mean_plus_a_signed_pattern() -> None:
+    data = tiny_data()
+    mean = data.val[0].mean(0)
+    x, y = input_canaries(data, 20, 0, design="mean-blocks", tag="t")
+    assert x.shape == (20, 1, 8, 8) and float(x.min()) >= 0 and float(x.max()) <= 1
+    up, down = (mean + 0.5).clamp(0, 1), (mean - 0.5).clamp(0, 1)
+    assert bool(((x == up) | (x == down)).all())  # every pixel: the mean moved by +-0.5
+    assert 0.3 < float((x == up).float().mean()) < 0.7  # signs drawn at random
+    assert int(y.max()) < 10

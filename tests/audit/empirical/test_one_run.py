@@ -185,3 +185,26 @@ def test_gradient_canary_bound_exceeds_claim_of_other_broken_mechanisms(
     settings = OneRunSettings(canaries=200, broken=broken, canary_norm=100 * z)
     audit = audit_one_run(tiny_dp_cell(mech, z=z), tiny_data(), CTX, settings)
     assert min(audit.epsilon, audit.fdp_epsilon) > audit.claim.epsilon
+
+
+def test_duplicated_input_canaries_are_compared_with_the_group_claim() -> None:
+    from dataclasses import replace
+
+    from audit.privacy.group import group_rdp_epsilon
+
+    cell = tiny_cell()
+    cell = replace(cell, profile=replace(cell.profile, epochs=1))
+    settings = OneRunSettings(
+        kind=CanaryKind.INPUT, canaries=10, copies=3, input_design="marked-mean"
+    )
+    audit = audit_one_run(cell, tiny_data(), CTX, settings)
+    n_in = int(audit.included.sum())
+    assert audit.extra["n_train_with_canaries"] == 64 + 3 * n_in
+    single = audit.extra["single_record_epsilon"]
+    # the group of 3 is bounded as a group of 4 (Mironov's Prop. 2 needs a power of two)
+    assert audit.claim.epsilon == group_rdp_epsilon(audit.claim.event, 3, delta=1e-5) > single
+    assert audit.claim.extra["group_size"] == 3 and "group of 3" in audit.claim.method
+    with pytest.raises(ValueError, match="copies > 1 applies to input canaries only"):
+        OneRunSettings(canaries=10, copies=2)
+    with pytest.raises(ValueError, match="copies must be an integer >= 1"):
+        OneRunSettings(kind=CanaryKind.INPUT, canaries=10, copies=0)
