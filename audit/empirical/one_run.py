@@ -38,11 +38,12 @@ Canary kinds:
   the encoders that make the valid claim larger.
 - ``input`` (the bound a user's adversary gets): canary records
   (:mod:`audit.empirical.input_canaries`: uniform-noise, blocks, patches, marked-mean or
-  mean-blocks records with random labels) added to D_train, each included one ``copies`` times;
-  score: the strongest attack the mechanism's release allows (:data:`INPUT_CANARY_ATTACK`: the
-  reconstruction attack's -MSE against the whole VAE, the latent search's -MSE against a
-  released decoder). With ``copies`` k > 1 the datasets with and without a canary differ in k
-  records, and the bound is compared with the group claim (:func:`group_claim`).
+  mean-blocks records with random labels) added to D_train, each included one inserted
+  ``copies`` times; score: the strongest attack the mechanism's release allows
+  (:data:`INPUT_CANARY_ATTACK`: the reconstruction attack's -MSE against the whole VAE, the
+  latent search's -MSE against a released decoder). With ``copies`` k > 1 the datasets with and
+  without a canary differ in k records, and the bound is compared with the group claim
+  (:func:`group_claim`).
 
 Test-only switches (:class:`Broken`) remove the noise (z = 0 in training while the claim keeps
 the run's z) or the clipping; a correct mechanism's bound must stay below its claim and a
