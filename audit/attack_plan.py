@@ -39,11 +39,11 @@ reconstruction attack first."""
 SIDE_KNOWLEDGE: frozenset[Capability] = frozenset({Capability.REFERENCE_RECORDS})
 """What the sweep's attacker holds besides the release: reference records, no reference models."""
 
-DEFAULT_ATTACKS: tuple[str, ...] = (PAPER_ATTACK,)
-"""What a cell runs without ``--attack`` when its release allows it: the reconstruction attack
-alone, until the other attacks have calibrated gate thresholds and fit CI's time budget (issue
-15). A release it cannot attack (decoder only, samples only) runs every attack of
-:data:`SWEEP_ATTACKS` it allows instead; ``--attack NAME ...`` picks any of them."""
+CELL_DEFAULT_ATTACKS: tuple[str, ...] = (PAPER_ATTACK,)
+"""What a cell config that names no attacks runs (the default of
+:attr:`audit.config.CellConfig.attacks`, left out of a cell's hash and stored config at this
+value, so every stored config keeps its meaning): the reconstruction attack alone. A sweep's
+cells name theirs from :func:`plan_attacks`, whose default is every attack the release allows."""
 
 def runs_against(attack: Threat, kind: ReleaseKind) -> bool:
     """Whether ``attack``'s needs are met by a release of ``kind`` plus :data:`SIDE_KNOWLEDGE`."""
@@ -83,8 +83,8 @@ def plan_attacks(
     """The attacks each mechanism's cells run, for mechanisms ``releases`` (name -> what it
     releases; the baseline ``none`` included).
 
-    ``requested`` None: :data:`DEFAULT_ATTACKS` where the mechanism's release allows them, else
-    every attack of :data:`SWEEP_ATTACKS` the release allows.
+    ``requested`` None (no ``--attack``): every attack of :data:`SWEEP_ATTACKS` the mechanism's
+    release allows, so the cell's held-out worst case is over all of them.
     Otherwise the requested names (:func:`check_requested`), each of which must apply to every
     mechanism's release. A mechanism left with no attack is refused: its cells would measure
     nothing.
@@ -93,9 +93,6 @@ def plan_attacks(
     plan = {}
     for mech, kind in releases.items():
         runs = tuple(n for n in names if runs_against(get_attack(n), kind))
-        default = tuple(n for n in DEFAULT_ATTACKS if n in runs)
-        if requested is None and default:
-            runs = default
         if requested is not None and runs != names:
             refused = next(n for n in names if n not in runs)
             needs = ", ".join(sorted(c.value for c in get_attack(refused).needs))

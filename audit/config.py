@@ -9,7 +9,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from audit.attack_plan import DEFAULT_ATTACKS, calibrates, check_requested
+from audit.attack_plan import CELL_DEFAULT_ATTACKS, calibrates, check_requested
 from audit.datasets import check_dataset_name, resolve_window_stride
 from audit.executors import ExecutorName, RaySettings
 from audit.options import MechanismOptions
@@ -262,7 +262,7 @@ class CellConfig:
     profile: Profile
     options: tuple[tuple[str, Any], ...] = ()
     mech_options: MechanismOptions | None = None
-    attacks: tuple[str, ...] = DEFAULT_ATTACKS
+    attacks: tuple[str, ...] = CELL_DEFAULT_ATTACKS
     audit: bool = False
 
     def __post_init__(self) -> None:

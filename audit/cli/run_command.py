@@ -78,8 +78,8 @@ def build_run_parser() -> argparse.ArgumentParser:
         help="attack(s) every cell runs, from the sweep's attack list ("
         + ", ".join(SWEEP_ATTACKS)
         + "); each must apply to what every selected mechanism releases "
-        "(default: the reconstruction attack where the release allows it, else every attack "
-        "of the list the release allows; name them all for the worst case over every attack)",
+        "(default: every attack of the list the release allows, the cell's held-out worst case "
+        "over them; name some to restrict)",
     )
     p.add_argument(
         "--grid",

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from audit import derived, results
-from audit.attack_plan import DEFAULT_ATTACKS
+from audit.attack_plan import CELL_DEFAULT_ATTACKS
 from audit.check import param_label
 from audit.config import MechanismName
 from audit.report.stats import summarise
@@ -144,7 +144,7 @@ def _label_options(frame: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
 
 def setting_label_parts(config: dict) -> tuple[str, str]:
     """(the cell's attack list, its mechanism options) as label text."""
-    attacks = ", ".join(config.get("attacks", DEFAULT_ATTACKS))
+    attacks = ", ".join(config.get("attacks", CELL_DEFAULT_ATTACKS))
     options = results.mech_settings(config)
     text = ", ".join(f"{k}={v}" for k, v in sorted(options.items())) or "default options"
     return attacks, text

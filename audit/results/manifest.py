@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from audit import io
-from audit.attack_plan import DEFAULT_ATTACKS
+from audit.attack_plan import CELL_DEFAULT_ATTACKS
 from audit.config import CACHE_SCHEMA, RUN_OPTIONS, check_cache_schema
 from audit.results.layout import MANIFEST
 from audit.results.locks import locked
@@ -84,7 +84,7 @@ def manifest_of(configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     cells = {
         cell_hash(c): {
             **{k: c[k] for k in ("mech", "param_name", "param_value", "seed")},
-            "attacks": list(c.get("attacks", DEFAULT_ATTACKS)),  # left out at its default
+            "attacks": list(c.get("attacks", CELL_DEFAULT_ATTACKS)),  # left out at its default
         }
         for c in configs
     }

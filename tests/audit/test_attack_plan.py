@@ -13,7 +13,7 @@ from attacks.likelihood import LikelihoodAttack
 from attacks.registry import available_attacks
 from attacks.threat import Capability, ReleaseKind
 from audit import attack_plan, mechanisms
-from audit.attack_plan import DEFAULT_ATTACKS, SWEEP_ATTACKS, check_requested, plan_attacks
+from audit.attack_plan import CELL_DEFAULT_ATTACKS, SWEEP_ATTACKS, check_requested, plan_attacks
 from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
 from audit.mechanisms.ldp import LocalDP
 from audit.sweep import build_cells
@@ -48,14 +48,26 @@ def _sweep(tmp_path: Path, mechs=("cdp",), attacks=None) -> SweepConfig:
 ALL = ("reconstruction", "monte-carlo", "latent-search", "likelihood", "domias")
 
 
-def test_every_registered_attack_can_run_and_the_default_is_reconstruction_where_it_applies():
+def test_every_registered_attack_can_run_and_the_default_is_every_attack_the_release_allows():
     assert SWEEP_ATTACKS == ALL and set(ALL) == set(available_attacks())
-    assert DEFAULT_ATTACKS == ("reconstruction",)
-    assert plan_attacks(None, {"none": WHOLE, "cdp": WHOLE}) == {
-        "none": ("reconstruction",),
-        "cdp": ("reconstruction",),
-    }
+    assert CELL_DEFAULT_ATTACKS == ("reconstruction",)  # what a stored config naming none ran
+    assert plan_attacks(None, {"none": WHOLE, "cdp": WHOLE}) == {"none": ALL, "cdp": ALL}
     assert plan_attacks(ALL, {"none": WHOLE, "cdp": WHOLE}) == {"none": ALL, "cdp": ALL}
+
+
+def test_a_default_sweep_plans_every_attack_each_release_allows_and_attack_restricts(tmp_path):
+    mechs = ("cdp", "dp2vae")
+    default = build_cells(_sweep(tmp_path, mechs=mechs), data_sha256="a" * 64)
+    by_mech = {cell.mech.value: cell.attacks for cell, _ in default}
+    assert by_mech == {
+        "none": ALL,
+        "cdp": ALL,
+        "dp2vae": ("monte-carlo", "latent-search", "domias"),  # decoder only: no encoder attack
+    }
+    assert all(cell.reference_models == 2 for cell, _ in default)  # they calibrate: R = 2
+    only = build_cells(_sweep(tmp_path, attacks=("domias", "reconstruction")), data_sha256="a" * 64)
+    assert {cell.attacks for cell, _ in only} == {("reconstruction", "domias")}
+    assert all(cell.reference_models == 0 for cell, _ in only)  # no attack of them calibrates
 
 
 def test_each_release_runs_what_it_allows_with_reference_records_and_no_reference_models():
@@ -102,11 +114,11 @@ def test_cells_carry_their_attacks_in_their_hash(tmp_path):
     default = build_cells(_sweep(tmp_path), data_sha256="a" * 64)
     named = build_cells(_sweep(tmp_path, attacks=("reconstruction",)), data_sha256="a" * 64)
     every = build_cells(_sweep(tmp_path, attacks=ALL), data_sha256="a" * 64)
-    assert all(cell.attacks == ("reconstruction",) for cell, _ in default + named)
-    assert all("attacks" not in cell.canonical() for cell, _ in default + named)  # the default
-    assert [c.config_hash for c, _ in named] == [c.config_hash for c, _ in default]
-    assert all(cell.canonical()["attacks"] == list(ALL) for cell, _ in every)
-    assert not {c.config_hash for c, _ in every} & {c.config_hash for c, _ in default}
+    assert all(cell.attacks == ("reconstruction",) for cell, _ in named)
+    assert all("attacks" not in cell.canonical() for cell, _ in named)  # the config default
+    assert all(cell.canonical()["attacks"] == list(ALL) for cell, _ in default + every)
+    assert [c.config_hash for c, _ in every] == [c.config_hash for c, _ in default]
+    assert not {c.config_hash for c, _ in every} & {c.config_hash for c, _ in named}
 
 
 def test_attack_on_the_command_line_is_validated_before_any_work(tmp_path, capsys):

@@ -174,17 +174,19 @@ def test_reference_models_must_be_a_count(value):
         override_profile(QUICK, reference_models=value)
 
 
-def test_one_sweep_mixes_cells_with_and_without_reference_models():
-    """dp2vae's cells run latent search (calibrating), the baseline's the reconstruction attack
-    alone: both belong to one run configuration."""
+def test_one_run_mixes_cells_with_and_without_reference_models():
+    """By default every cell calibrates (dp2vae's latent search, the baseline's latent search
+    and likelihood); a later sweep into the same run with ``--attack reconstruction`` adds cells
+    that train none: all belong to one run configuration."""
     from audit.results import manifest_of
     from audit.sweep import build_cells
 
-    pairs = build_cells(_sweep(mechs=(MechanismName.NONE, MechanismName.DP2VAE), grid=(1.0,)))
-    by_mech = {cell.mech: cell for cell, _ in pairs}
-    assert by_mech[MechanismName.DP2VAE].reference_models == QUICK.reference_models
-    assert by_mech[MechanismName.NONE].reference_models == 0
-    settings = manifest_of([cell.canonical() for cell, _ in pairs])["settings"]
+    mechs = (MechanismName.NONE, MechanismName.DP2VAE)
+    pairs = build_cells(_sweep(mechs=mechs, grid=(1.0,)))
+    assert all(cell.reference_models == QUICK.reference_models for cell, _ in pairs)
+    plain = build_cells(_sweep(grid=(1.0,), attacks=("reconstruction",)))
+    assert all(cell.reference_models == 0 for cell, _ in plain)
+    settings = manifest_of([cell.canonical() for cell, _ in pairs + plain])["settings"]
     assert "reference_models" not in settings
 
 
