@@ -41,7 +41,7 @@ GENERATION_NOTES: dict[Generation, dict[str, str]] = {
 
 #: How D_gen's labels were drawn (every row's ``gen_labels`` note).
 GEN_LABELS_NOTE = (
-    "D_gen's class counts follow D_val's class shares (largest remainders; seeded order): "
+    "D_gen's class counts follow D_val's class shares (largest remainders, seeded order): "
     "no D_train record is read, so D_gen's labels release nothing about D_train"
 )
 
