@@ -127,6 +127,25 @@ class Variant(Enum):
     models (Carlini et al. 2022)."""
     LOG_RATIO = "log-ratio"
     """log p_gen(x) - log p_ref(x) (DOMIAS)."""
+    CALIBRATED_NONPRIVATE = "calibrated-nonprivate"
+    """``calibrated`` against reference models trained without the target's privacy mechanism
+    (:attr:`attacks.threat.Release.nonprivate_reference_models`)."""
+    LIRA_NONPRIVATE = "lira-offline-nonprivate"
+    """``lira-offline`` against reference models trained without the target's privacy
+    mechanism."""
+
+
+NONPRIVATE_VARIANTS: dict[Variant, Variant] = {
+    Variant.CALIBRATED: Variant.CALIBRATED_NONPRIVATE,
+    Variant.LIRA: Variant.LIRA_NONPRIVATE,
+}
+"""A calibrated variant's label when its reference models were trained without the target's
+privacy mechanism."""
+
+
+def calibration_variant(variant: Variant, *, nonprivate: bool) -> Variant:
+    """``variant``, or its :data:`NONPRIVATE_VARIANTS` label for a non-private reference set."""
+    return NONPRIVATE_VARIANTS[variant] if nonprivate else variant
 
 
 class ResultKey(NamedTuple):

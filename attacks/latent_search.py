@@ -11,7 +11,9 @@ Scores (higher = more likely a member):
 * ``raw``: -MSE(x, D(z*, y)), the mean over the record's values of the squared error;
 * ``calibrated`` (with reference models): the same search under each reference decoder, and
   -(MSE_target - mean_r MSE_ref,r) (Chen et al., Section 5.4: a record that any decoder of this
-  kind reconstructs well is not evidence of membership).
+  kind reconstructs well is not evidence of membership); ``calibrated-nonprivate`` the same
+  against the release's non-private reference models, where it has them
+  (:meth:`attacks.threat.Release.reference_sets`).
 
 Each record's prior draws are the first k x d float32 standard normals of
 :func:`~attacks.reconstruction.record_noise_rng` (seed, record index), and Adam's updates are
@@ -36,6 +38,7 @@ from attacks.attack import (
     AttackSettings,
     ProgressFn,
     Variant,
+    calibration_variant,
     check_positive_ints,
     check_seed,
     eval_mode,
@@ -106,9 +109,10 @@ class LatentSearchAttack(Attack):
     ) -> list[AttackResult]:
         target = self.search_errors(release.decoder, data, progress=progress)
         results = [self._result(-target, Variant.RAW, data)]
-        if release.reference_models:
-            refs = [self.search_errors(ref, data) for ref in release.reference_models]
-            results.append(self._result(np.mean(refs, axis=0) - target, Variant.CALIBRATED, data))
+        for models, nonprivate in release.reference_sets():
+            refs = [self.search_errors(ref, data) for ref in models]
+            variant = calibration_variant(Variant.CALIBRATED, nonprivate=nonprivate)
+            results.append(self._result(np.mean(refs, axis=0) - target, variant, data))
         return results
 
     def _result(self, scores: np.ndarray, variant: Variant, data: AttackData) -> AttackResult:

@@ -23,6 +23,8 @@ is monotone in it):
   deviation where R >= :data:`LIRA_PER_RECORD_MIN_MODELS`, else (the fallback for few reference
   models) the root mean per-record variance, one sigma for all records, which then ranks as
   ``calibrated`` does.
+* ``calibrated-nonprivate``, ``lira-offline-nonprivate``: the same two against the release's
+  non-private reference models, where it has them (:meth:`attacks.threat.Release.reference_sets`).
 
 Carlini et al. rescale a classifier's confidence by a logit first so that it is Gaussian; a
 log-likelihood is used as it is.
@@ -51,6 +53,7 @@ from attacks.attack import (
     Measure,
     ProgressFn,
     Variant,
+    calibration_variant,
     check_positive_ints,
     check_seed,
     eval_mode,
@@ -101,7 +104,8 @@ class LikelihoodAttack(Attack):
     Notes:
         Needs the whole VAE (encoder and decoder). Reference models must be VAEs too (encode and
         decode) trained on reference records; the raw variant is always returned,
-        ``calibrated`` when R >= 1 and ``lira-offline`` when R >= 2.
+        ``calibrated`` when R >= 1 and ``lira-offline`` when R >= 2 (and their ``-nonprivate``
+        labels for the non-private reference set).
     """
 
     name: ClassVar[str] = "likelihood"
@@ -147,17 +151,20 @@ class LikelihoodAttack(Attack):
     def _run(
         self, release: Release, data: AttackData, progress: ProgressFn | None
     ) -> list[AttackResult]:
-        for k, ref in enumerate(release.reference_models):
-            if not callable(getattr(ref, "encode", None)):
-                raise ValueError(
-                    f"the likelihood attack needs reference VAEs with an encoder; "
-                    f"reference_models[{k}] ({type(ref).__name__}) has no encode"
-                )
+        for models, nonprivate in release.reference_sets():
+            label = "nonprivate_reference_models" if nonprivate else "reference_models"
+            for k, ref in enumerate(models):
+                if not callable(getattr(ref, "encode", None)):
+                    raise ValueError(
+                        f"the likelihood attack needs reference VAEs with an encoder; "
+                        f"{label}[{k}] ({type(ref).__name__}) has no encode"
+                    )
         raw = self.log_likelihoods(release.model, data, progress=progress)
         results = [self._result(raw, Variant.RAW, data)]
-        if release.reference_models:
-            refs = np.stack([self.log_likelihoods(ref, data) for ref in release.reference_models])
+        for models, nonprivate in release.reference_sets():
+            refs = np.stack([self.log_likelihoods(ref, data) for ref in models])
             for variant, scores in lira_offline(raw, refs).items():
+                variant = calibration_variant(variant, nonprivate=nonprivate)
                 results.append(self._result(scores, variant, data))
         return results
 

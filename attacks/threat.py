@@ -160,8 +160,15 @@ class Release:
         samples: D_gen, generated records with their labels.
         reference: reference records, in neither D_train nor D_atk.
         reference_models: models of the target's architecture trained on reference records (any
-            sequence, stored as a tuple); empty when the attacker has none. The likelihood attack
-            needs their encoders as well as their decoders.
+            sequence, stored as a tuple), by the target's training procedure, its privacy
+            mechanism included (the shadow models of Carlini et al. 2022); empty when the
+            attacker has none. The likelihood attack needs their encoders as well as their
+            decoders. Calibrated variants against them: ``calibrated``, ``lira-offline``.
+        nonprivate_reference_models: a second set, of the same architecture on the same
+            records, trained WITHOUT the target's privacy mechanism; its calibrated variants are
+            labelled ``calibrated-nonprivate`` and ``lira-offline-nonprivate``
+            (:data:`attacks.attack.NONPRIVATE_VARIANTS`). Empty where the attacker has none or
+            the first set is non-private already.
 
     Examples:
         Whole VAE plus D_gen and reference data (cdp, ldp, none):
@@ -175,6 +182,7 @@ class Release:
     samples: Records | None = None
     reference: Records | None = None
     reference_models: tuple[LatentGenerativeModel, ...] = field(default=())
+    nonprivate_reference_models: tuple[LatentGenerativeModel, ...] = field(default=())
 
     def __post_init__(self) -> None:
         if self.model is not None:
@@ -193,17 +201,24 @@ class Release:
         for label, records in (("samples", self.samples), ("reference", self.reference)):
             if records is not None and not isinstance(records, Records):
                 raise ValueError(f"{label} must be Records(x, y) or None, got {records!r}")
-        models = self.reference_models
-        if isinstance(models, (str, bytes)) or not hasattr(models, "__iter__"):
-            raise ValueError(f"reference_models must be a sequence of models, got {models!r}")
-        models = tuple(models)
-        for k, ref in enumerate(models):
-            if not _is_decoder(ref):
-                raise ValueError(
-                    f"reference_models[{k}] must have decode(z, y) and an int latent_dim, got "
-                    f"{type(ref).__name__}"
-                )
-        object.__setattr__(self, "reference_models", models)
+        for label in ("reference_models", "nonprivate_reference_models"):
+            models = getattr(self, label)
+            if isinstance(models, (str, bytes)) or not hasattr(models, "__iter__"):
+                raise ValueError(f"{label} must be a sequence of models, got {models!r}")
+            models = tuple(models)
+            for k, ref in enumerate(models):
+                if not _is_decoder(ref):
+                    raise ValueError(
+                        f"{label}[{k}] must have decode(z, y) and an int latent_dim, got "
+                        f"{type(ref).__name__}"
+                    )
+            object.__setattr__(self, label, models)
+
+    def reference_sets(self) -> tuple[tuple[tuple[LatentGenerativeModel, ...], bool], ...]:
+        """(models, non-private) of each non-empty reference set: the mechanism-copying set
+        first (non-private False), then the non-private one."""
+        sets = ((self.reference_models, False), (self.nonprivate_reference_models, True))
+        return tuple((models, nonprivate) for models, nonprivate in sets if models)
 
     @classmethod
     def of_kind(
@@ -237,7 +252,7 @@ class Release:
             Capability.DECODER: self.decoder is not None,
             Capability.SAMPLES: self.samples is not None,
             Capability.REFERENCE_RECORDS: self.reference is not None,
-            Capability.REFERENCE_MODELS: bool(self.reference_models),
+            Capability.REFERENCE_MODELS: bool(self.reference_sets()),
         }
         return frozenset(cap for cap, ok in present.items() if ok)
 

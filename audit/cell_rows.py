@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from attacks import AttackData, AttackResult, Release
+from attacks.attack import NONPRIVATE_VARIANTS, Variant
 from attacks.registry import get_attack
 from attacks.worst_case import held_out_worst_case, split_halves
 from audit.config import CellConfig
@@ -92,7 +93,7 @@ class Attacked:
     data: AttackData
     release: Release
     results: list[AttackResult]
-    references: ReferenceSet | None
+    references: tuple[ReferenceSet, ...]  # mechanism-copying first, then non-private
     independent: bool
     notes: dict[str, str]
 
@@ -122,7 +123,7 @@ def result_rows(
     results: list[AttackResult],
     *,
     release: Release,
-    references: ReferenceSet | None,
+    references: tuple[ReferenceSet, ...],
     independent: bool,
     seed: int,
     delta: float,
@@ -139,8 +140,7 @@ def result_rows(
     worst = worst_case_columns(results, seed=derive_seed(seed, Purpose.ATTACK, "worst-case"))
     uncertainty_seed = derive_seed(seed, Purpose.ATTACK, "uncertainty") % 2**32
     n_reference = 0 if release.reference is None else len(release.reference)
-    n_models = 0 if references is None else len(references.models)
-    trained = "" if references is None else references.spec.recipe.describe()
+    sets = dict(zip((False, True), references, strict=False))  # keyed by "non-private variant"
     rows = []
     for result, columns in zip(results, worst, strict=True):
         own = {
@@ -157,12 +157,21 @@ def result_rows(
                 distance=result.distance.value,
                 variant=result.variant.value,
                 reference_records=n_reference,
-                reference_models=n_models,
-                models_trained=trained,
+                **_models_read(sets, result.variant),
             ),
         }
         rows.append(Row(**common, **own, **columns))
     return tuple(rows)
+
+
+def _models_read(sets: dict[bool, ReferenceSet], variant: Variant) -> dict[str, object]:
+    """``reference_models`` and ``models_trained`` of :func:`threat_columns` for a result of
+    ``variant``: the non-private set for the ``-nonprivate`` variants, else the first
+    (mechanism-copying; for mech none, non-private) set."""
+    chosen = sets.get(variant in NONPRIVATE_VARIANTS.values())
+    if chosen is None:
+        return {"reference_models": 0, "models_trained": ""}
+    return {"reference_models": len(chosen.models), "models_trained": chosen.spec.recipe.describe()}
 
 
 def majority_share(labels: torch.Tensor) -> float:

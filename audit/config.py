@@ -204,7 +204,10 @@ def profile_for_dataset(name: ProfileName, dataset: str) -> Profile:
 #: It is in every cell's config (so in its hash) and in ``OUT/run.json``; cells and runs of
 #: another version are refused with one line (:func:`check_cache_schema`). Raise it when a change
 #: alters what a cell's config means; no compatibility branch keeps old hashes alive.
-CACHE_SCHEMA = 2
+#: 3 (issue 30, item 7): ``calibrated`` and ``lira-offline`` rows of a private cell read
+#: reference models trained by the cell's mechanism (before: non-private Adam, now the
+#: ``-nonprivate`` variants).
+CACHE_SCHEMA = 3
 
 
 def check_cache_schema(config: Mapping[str, Any], where: object) -> None:

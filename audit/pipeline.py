@@ -70,7 +70,7 @@ class CellOutcome:
     history: dict[str, Any]
     scores: dict[str, np.ndarray]
     attacked: AttackedRecords | None = None  # what the report's reconstruction grids show
-    references: ReferenceSet | None = None  # the reference models (the driver caches new ones)
+    references: tuple[ReferenceSet, ...] = ()  # the reference models (the driver caches new ones)
 
 
 def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:
@@ -257,17 +257,29 @@ def reference_records(data: CellData, cell: CellConfig) -> Records | None:
     return Records(data.test[0][positions], data.test[1][positions])
 
 
-def cell_reference_spec(cell: CellConfig, data: CellData) -> ReferenceSpec | None:
-    """:func:`~audit.reference_models.cell_spec` of the cell's own reference records (what the
-    sweep's driver looks up in the cache before the cell runs)."""
-    return cell_spec(cell, data, reference_records(data, cell))
+def cell_reference_specs(cell: CellConfig, data: CellData) -> tuple[ReferenceSpec, ...]:
+    """The specs of the cell's reference models on its own reference records (what the sweep's
+    driver looks up in the cache before the cell runs): the mechanism-copying set, then, for a
+    private mechanism, the non-private one (:func:`~audit.reference_models.cell_spec`); empty
+    where the cell trains none."""
+    return _specs(cell, data, reference_records(data, cell))
+
+
+def _specs(
+    cell: CellConfig, data: CellData, reference: Records | None
+) -> tuple[ReferenceSpec, ...]:
+    copying = cell_spec(cell, data, reference)
+    if copying is None:
+        return ()
+    plain = cell_spec(cell, data, reference, copy_mechanism=False)
+    return (copying,) if plain is None or plain.key == copying.key else (copying, plain)
 
 
 def reference_note(
     data: CellData,
     cell: CellConfig,
     reference: Records | None,
-    references: ReferenceSet | None = None,
+    references: tuple[ReferenceSet, ...] = (),
 ) -> str:
     """What a row says of its reference set and models (the ``reference`` privacy note)."""
     n = len(reference_positions(data, cell))
@@ -277,8 +289,13 @@ def reference_note(
             "no reference models (calibrated variants not run)"
         )
     records = f"{n} D_test records outside D_atk"
-    if references is not None:
-        return f"{records}, reference models: {references.note()}"
+    if references:
+        sets = " and ".join(
+            f"{'non-private' if r.spec.recipe.nonprivate else 'mechanism-copying'} "
+            f"reference models: {r.note()}"
+            for r in references
+        )
+        return f"{records}, {sets}"
     if not calibrates(cell.attacks):
         return f"{records}, no reference models (no attack of the cell calibrates)"
     return f"{records}, no reference models (reference-models 0: calibrated variants not run)"
@@ -292,15 +309,18 @@ def calibration_models(
     ctx: Context,
     *,
     cached: tuple[ReferenceModel, ...] = (),
-) -> ReferenceSet | None:
-    """The cell's reference models (:func:`cell_reference_spec`), those of ``cached`` that belong to
-    them and the others trained; None where the cell trains none or no attack that ``release``
-    serves calibrates."""
-    spec = cell_spec(cell, data, reference)
+) -> tuple[ReferenceSet, ...]:
+    """The cell's reference model sets (:func:`cell_reference_specs`: mechanism-copying first,
+    then non-private for a private mechanism), those of ``cached`` that belong to them and the
+    others trained; empty where the cell trains none or no attack that ``release`` serves
+    calibrates."""
     runs = [name for name in cell.attacks if name not in unmet_attacks(cell, release)]
-    if spec is None or not calibrates(runs):
-        return None
-    return reference_set(spec, reference, cached=cached, device=ctx.device, progress=ctx.progress)
+    if not calibrates(runs):
+        return ()
+    return tuple(
+        reference_set(spec, reference, cached=cached, device=ctx.device, progress=ctx.progress)
+        for spec in _specs(cell, data, reference)
+    )
 
 
 def attacked_records(data: CellData, cell: CellConfig) -> AttackedRecords | None:
@@ -391,7 +411,7 @@ def run_cell(
     distance and variant), the target model's state and its history. ``baseline_hash``: the
     config hash of the cell's non-private baseline, recorded in every row.
     ``cached_references``: reference models trained before (:func:`calibration_models` uses
-    those of this cell's spec and trains the others; the outcome carries them)."""
+    those of this cell's specs and trains the others; the outcome carries them)."""
     start = time.perf_counter()
     target = train_target(cell, data, ctx)
     measured = measure_target(cell, data, target)
@@ -515,8 +535,13 @@ def attack_target(
         reference=reference,
     )
     references = calibration_models(cell, data, release, reference, ctx, cached=tuple(cached))
-    if references is not None:
-        release = replace(release, reference_models=references.modules(device=ctx.device))
+    if references:  # the mechanism-copying set (mech none: non-private), then the non-private
+        copying, *plain = references
+        release = replace(
+            release,
+            reference_models=copying.modules(device=ctx.device),
+            nonprivate_reference_models=plain[0].modules(device=ctx.device) if plain else (),
+        )
     results = run_attacks(cell, release, atk_data, ctx, modality=target.family.modality)
     notes = {
         "reference": reference_note(data, cell, reference, references),

@@ -13,14 +13,25 @@ trains R such VAEs:
   Measured on digits, quick profile, mech none, R = 4, seeds 0-4, MI AP of latent search's /
   the likelihood attack's calibrated variant / lira-offline: 0.699 / 0.709 / 0.716 with 50
   records per model (|D_train|), 0.682 / 0.665 / 0.654 with 245 (half), at 5 times the cost);
-* with the cell's recipe (:class:`ReferenceRecipe`): the target's model family and latent size,
-  the profile's epochs, batch size, learning rate and beta, non-private Adam
-  (:func:`models.training.train_vae`), which an offline-LiRA adversary who knows the training
-  code can reproduce. Every mechanism's cells share them: the adversary reproduces the recipe,
-  not the mechanism's noise.
+* with the cell's training procedure, its privacy mechanism included (:class:`ReferenceRecipe`;
+  Carlini et al.'s shadow models copy the target's training): the cell's mechanism, grid value
+  and options, run through the very code that trains the target
+  (:func:`audit.target_training.train_target`: DP-Adam at the cell's noise multiplier for cdp,
+  cdp-termwise and dp2vae's decoder, the cell's ldp or vae-ldp perturbation of the reference
+  records), with the target's model family and latent size and the profile's epochs, learning
+  rate and beta; the batch size is the profile's, or the model's record count where that is
+  smaller (a Poisson rate above 1 does not exist). With ``--target-epsilon`` a reference model
+  calibrates its noise multiplier to that epsilon at its own record count, as the target did at
+  its own. An adversary who knows the training code and the published mechanism can reproduce
+  all of it; the noise draws are its own (keyed by the model's index).
+* the non-private set (:func:`cell_spec` with ``copy_mechanism=False``): the same records and
+  settings, non-private Adam (:func:`models.training.train_vae`); the pipeline trains it besides
+  the mechanism-copying set in every private cell, and its calibrated variants are labelled
+  ``calibrated-nonprivate`` / ``lira-offline-nonprivate``. For mech none the two are one set.
 
 Seeds derive from the cell's root seed (:attr:`dpvae_core.seeding.Purpose.REFERENCE`) and the
-model's index, never from a cell's config, so every cell of a seed gets the same models.
+model's index, never from a cell's config hash, so every cell of a seed with the same recipe gets
+the same models (every private cell shares the non-private set).
 
 On disk, under the sweep's output directory (only the sweep's driver writes it)::
 
@@ -29,8 +40,9 @@ On disk, under the sweep's output directory (only the sweep's driver writes it):
     OUT/reference-models/<key>/reference.json   what the models are: the spec and each model's
                                                  record count and training seconds
 
-``<key>`` digests the :class:`ReferenceSpec`: dataset, data content hash, seed, recipe, the
-reference records' content and R. Every file is written atomically (:mod:`audit.io`); a model
+``<key>`` digests the :class:`ReferenceSpec`: dataset, data content hash, seed, recipe (the
+mechanism copied and a digest of every setting of the copied cell's training), the reference
+records' content and R. Every file is written atomically (:mod:`audit.io`); a model
 file that does not load, or names another key or index, is not used, and that model is trained
 again.
 """
@@ -42,9 +54,9 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,15 +64,16 @@ from torch import nn
 
 from attacks.threat import Records
 from audit import io
+from audit.attack_plan import CELL_DEFAULT_ATTACKS
+from audit.config import CellConfig
+from audit.mechanisms import CellData, Context
+from audit.target_training import train_target
 from dpvae_core.digests import json_digest
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
 from models.factory import model_family
+from models.lstm_vae import without_dp_lstm_aliases
 from models.training import VAETrainSettings, train_vae
-
-if TYPE_CHECKING:
-    from audit.config import CellConfig
-    from audit.mechanisms import CellData
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +82,28 @@ REFERENCE_DIR = "reference-models"
 SPEC_FILE = "reference.json"
 
 
+NONPRIVATE = "none"
+""":attr:`ReferenceRecipe.mechanism` of reference models trained with non-private Adam."""
+
+
 @dataclass(frozen=True)
 class ReferenceRecipe:
-    """How each reference VAE is built and trained (the target's non-private recipe).
+    """How each reference VAE is built and trained.
 
     Attributes:
         family: the model family's class name (:func:`models.factory.model_family`).
         record_shape, num_classes: the records' (C, H, W) or (T, F) and the number of classes.
-        latent_dim, epochs, batch_size, lr, beta: the profile's VAE settings.
+        latent_dim, epochs, batch_size, lr, beta: the VAE settings (``batch_size``: the
+            profile's, at most ``records_per_model`` where the mechanism is copied).
         records_per_model: records each model trains on, min(half the reference records,
             |D_train|).
+        mechanism: the privacy mechanism the training copies (the cell's), or
+            :data:`NONPRIVATE` for non-private Adam.
+        copies: what of the cell's mechanism is copied, in words (e.g. ``noise_multiplier=1``
+            and its options); empty for non-private Adam.
+        training: digest of the copied cell's whole identity but its seed (grid value, mechanism
+            options, profile, data hash: everything its training may read); empty for
+            non-private Adam.
     """
 
     family: str
@@ -90,12 +115,25 @@ class ReferenceRecipe:
     lr: float
     beta: float
     records_per_model: int
+    mechanism: str = NONPRIVATE
+    copies: str = ""
+    training: str = ""
+
+    @property
+    def nonprivate(self) -> bool:
+        """Whether the models train with non-private Adam."""
+        return self.mechanism == NONPRIVATE
 
     def describe(self) -> str:
-        """One line for a row's notes."""
+        """One line for a row's notes (and its ``side_models_trained``)."""
+        how = (
+            "non-private Adam"
+            if self.nonprivate
+            else f"the cell's mechanism, {self.mechanism} {self.copies}".rstrip()
+        )
         return (
             f"{self.family} d={self.latent_dim}, {self.epochs} epochs, batch {self.batch_size}, "
-            f"lr {self.lr:g}, beta {self.beta:g}, non-private Adam"
+            f"lr {self.lr:g}, beta {self.beta:g}, {how}"
         )
 
 
@@ -119,8 +157,13 @@ class ReferenceSpec:
     records_sha256: str
     n_reference: int
     n_models: int
+    copied: CellConfig | None = field(default=None, compare=False, repr=False)
+    """The cell whose training the models copy (None: non-private); not part of the key, which
+    holds :attr:`ReferenceRecipe.training`, its digest."""
 
     def __post_init__(self) -> None:
+        if self.recipe.nonprivate != (self.copied is None):
+            raise ValueError("a mechanism-copying recipe needs the cell it copies, and only it")
         if not isinstance(self.n_models, int) or self.n_models < 1:
             raise ValueError(f"n_models must be a positive integer, got {self.n_models!r}")
         n, k = self.n_reference, self.recipe.records_per_model
@@ -128,8 +171,10 @@ class ReferenceSpec:
             raise ValueError(f"records_per_model must lie in [1, {n}], got {k!r}")
 
     def canonical(self) -> dict[str, Any]:
-        """The spec as plain JSON data."""
-        return json.loads(json.dumps(asdict(self)))
+        """The spec as plain JSON data (:attr:`copied` left out: the recipe digests it)."""
+        body = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "copied"}
+        body["recipe"] = asdict(self.recipe)
+        return json.loads(json.dumps(body))
 
     @property
     def key(self) -> str:
@@ -202,11 +247,36 @@ def reference_recipe(
     )
 
 
-def cell_spec(cell: CellConfig, data: CellData, reference: Records | None) -> ReferenceSpec | None:
+def reference_cell(cell: CellConfig, *, batch_size: int, index: int | None = None) -> CellConfig:
+    """The cell whose training reference model ``index`` runs: ``cell``'s mechanism, grid value,
+    options and profile (batch size ``batch_size``, no reference models), its default attack
+    list and no audit (neither touches training), and a seed derived from ``cell``'s and
+    ``index`` (None: seed 0, the form whose identity the recipe digests), which keys its
+    initialisation, training draws and noise apart from the target's and the other models'."""
+    seed = 0 if index is None else derive_seed(cell.seed, Purpose.REFERENCE, "cell", index) % 2**31
+    profile = replace(cell.profile, batch_size=batch_size, reference_models=None)
+    return replace(cell, seed=seed, profile=profile, attacks=CELL_DEFAULT_ATTACKS, audit=False)
+
+
+def _copies(cell: CellConfig) -> str:
+    """What of ``cell``'s mechanism the models copy, in words."""
+    parts = [] if cell.param_value is None else [f"{cell.param_name}={cell.param_value:g}"]
+    parts += [f"{k}={v}" for k, v in sorted(cell.mech_settings().items())]
+    return " ".join(parts)
+
+
+def cell_spec(
+    cell: CellConfig,
+    data: CellData,
+    reference: Records | None,
+    *,
+    copy_mechanism: bool = True,
+) -> ReferenceSpec | None:
     """The spec of a cell's reference models: R = ``cell.reference_models`` VAEs of the cell's
-    recipe (its record shape, classes and profile) on ``reference``, each on
-    min(half of them, |D_train|) records; None where the cell trains none (R = 0: no attack of
-    the cell calibrates or ``--reference-models 0``; or no reference records)."""
+    recipe (its record shape, classes and profile, and with ``copy_mechanism`` its mechanism;
+    else non-private Adam) on ``reference``, each on min(half of them, |D_train|) records; None
+    where the cell trains none (R = 0: no attack of the cell calibrates or
+    ``--reference-models 0``; or no reference records). For mech none both forms are one spec."""
     if not cell.reference_models or reference is None:
         return None
     p = cell.profile
@@ -221,6 +291,19 @@ def cell_spec(cell: CellConfig, data: CellData, reference: Records | None) -> Re
         n_reference=len(reference),
         n_train=len(data.train[0]),
     )
+    copied = None
+    if copy_mechanism and cell.mech.value != NONPRIVATE:
+        batch = min(recipe.batch_size, recipe.records_per_model)
+        base = reference_cell(cell, batch_size=batch).identity()
+        base.pop("seed")
+        recipe = replace(
+            recipe,
+            batch_size=batch,
+            mechanism=cell.mech.value,
+            copies=_copies(cell),
+            training=json_digest(base),
+        )
+        copied = cell
     return ReferenceSpec(
         dataset=cell.dataset,
         data_sha256=cell.option("data_sha256"),
@@ -229,6 +312,7 @@ def cell_spec(cell: CellConfig, data: CellData, reference: Records | None) -> Re
         records_sha256=records_digest(reference),
         n_reference=len(reference),
         n_models=cell.reference_models,
+        copied=copied,
     )
 
 
@@ -246,6 +330,31 @@ def _fresh_model(recipe: ReferenceRecipe, *, init_seed: int | None) -> nn.Module
         if init_seed is not None:
             torch.manual_seed(init_seed)
         return family.target_vae(latent_dim=recipe.latent_dim, per_example_gradients=False)
+
+
+def _train_copying(
+    spec: ReferenceSpec,
+    train: tuple[torch.Tensor, torch.Tensor],
+    val: tuple[torch.Tensor, torch.Tensor],
+    index: int,
+    *,
+    device: str,
+    progress: ProgressFactory,
+) -> dict[str, torch.Tensor]:
+    """Model ``index``'s state, trained by the copied cell's mechanism through the target's own
+    code path (:func:`audit.target_training.train_target`) on ``train``, validated on ``val``."""
+    assert spec.copied is not None
+    cell = reference_cell(spec.copied, batch_size=spec.recipe.batch_size, index=index)
+    data = CellData(
+        train=train,
+        val=val,
+        test=val,
+        num_classes=spec.recipe.num_classes,
+        n_total=spec.n_reference,
+    )
+    target = train_target(cell, data, Context(device=device, progress=progress))
+    # in its inference form (DP-Adam's DPLSTMs fused): the keys of the model _fresh_model builds
+    return without_dp_lstm_aliases(target.model.state_dict())
 
 
 def train_reference_model(
@@ -270,21 +379,25 @@ def train_reference_model(
     recipe = spec.recipe
     train_at, val_at = _subset(spec, index)
     start = time.perf_counter()
-    model = _fresh_model(
-        recipe, init_seed=derive_seed(spec.seed, Purpose.REFERENCE, "init", index) % 2**63
-    )
-    settings = VAETrainSettings(
-        epochs=recipe.epochs,
-        batch_size=recipe.batch_size,
-        lr=recipe.lr,
-        beta=recipe.beta,
-        seed=derive_seed(spec.seed, Purpose.REFERENCE, "train", index),
-        device=device,
-    )
     pair = (reference.x[train_at], reference.y[train_at])
     val = (reference.x[val_at], reference.y[val_at])
-    train_vae(model, pair, val, settings, progress=progress)
-    state = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
+    if recipe.nonprivate:
+        model = _fresh_model(
+            recipe, init_seed=derive_seed(spec.seed, Purpose.REFERENCE, "init", index) % 2**63
+        )
+        settings = VAETrainSettings(
+            epochs=recipe.epochs,
+            batch_size=recipe.batch_size,
+            lr=recipe.lr,
+            beta=recipe.beta,
+            seed=derive_seed(spec.seed, Purpose.REFERENCE, "train", index),
+            device=device,
+        )
+        train_vae(model, pair, val, settings, progress=progress)
+        trained = model.state_dict()
+    else:
+        trained = _train_copying(spec, pair, val, index, device=device, progress=progress)
+    state = {name: value.detach().cpu().clone() for name, value in trained.items()}
     return ReferenceModel(
         key=spec.key,
         index=index,

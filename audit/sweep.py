@@ -27,7 +27,7 @@ from audit.options import MechanismOptions
 from audit.pipeline import (
     CellOutcome,
     cell_data,
-    cell_reference_spec,
+    cell_reference_specs,
     classifier_accuracy,
     classifier_settings,
     run_cell,
@@ -488,9 +488,10 @@ class _Jobs:
         earlier cell of the sweep trained; Ray jobs are made up front, so cells running at the
         same time may each train the models the cache lacks)."""
         key = _acc_real_key(self.dataset, cell, self.config.device)
-        spec = None
+        specs = ()
         if cell.reference_models:
-            spec = cell_reference_spec(cell, cell_data(self.dataset, self.splits[cell.seed], cell))
+            data = cell_data(self.dataset, self.splits[cell.seed], cell)
+            specs = cell_reference_specs(cell, data)
         return CellJob(
             cell=cell,
             base=base,
@@ -500,7 +501,7 @@ class _Jobs:
             device=self.config.device,
             version=self.version,
             command=self.command,
-            references=cached_models(self.out, spec),
+            references=tuple(m for spec in specs for m in cached_models(self.out, spec)),
         )
 
 
@@ -542,7 +543,8 @@ def _save(out: Path, computed: CellComputed) -> None:
     if job.acc_real is None:
         path = _acc_real_path(out, job.acc_key)
         io.write_json(path, {"key": job.acc_key, "acc_real": computed.acc_real})
-    save_trained(out, computed.outcome.references)
+    for references in computed.outcome.references:
+        save_trained(out, references)
     cell_dir = out / CELLS_DIR / job.cell.config_hash
     save_outcome(cell_dir, job.cell, computed.outcome, computed.metadata)
 

@@ -2,14 +2,16 @@
 
 ``attacker_sees`` comes from the attack's needs (:mod:`attacks.threat`); the side knowledge from
 how the result was formed: calibrated and LiRA variants read reference models (trained on
-reference records), DOMIAS and the PCA measures read reference records, the rest neither.
+reference records, by the cell's mechanism or, for the ``-nonprivate`` variants, without it:
+``side_models_trained`` says which), DOMIAS and the PCA measures read reference records, the
+rest neither.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from attacks.attack import Measure, Variant
+from attacks.attack import NONPRIVATE_VARIANTS, Measure, Variant
 from attacks.threat import Capability
 
 SEES: dict[frozenset[Capability], str] = {
@@ -17,7 +19,9 @@ SEES: dict[frozenset[Capability], str] = {
     frozenset({Capability.DECODER}): "decoder only",
     frozenset({Capability.SAMPLES}): "samples only",
 }
-MODEL_VARIANTS = frozenset({Variant.CALIBRATED.value, Variant.LIRA.value})
+MODEL_VARIANTS = frozenset(
+    v.value for v in (Variant.CALIBRATED, Variant.LIRA, *NONPRIVATE_VARIANTS.values())
+)
 RECORD_MEASURES = frozenset({Measure.PCA_L2.value, Measure.PCA_KDE.value})
 
 

@@ -227,7 +227,7 @@ def _rows(
         facts,
         results,
         release=release,
-        references=None,
+        references=(),
         independent=config.membership_coins,
         seed=config.seed,
         delta=config.delta,

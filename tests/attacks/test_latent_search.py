@@ -88,6 +88,24 @@ def test_calibrated_score_subtracts_the_reference_searches() -> None:
     np.testing.assert_allclose(results[CALIBRATED].scores, expected, rtol=1e-6, atol=1e-9)
 
 
+def test_a_nonprivate_reference_set_gives_its_own_labelled_variant() -> None:
+    """The mechanism-copying set scores ``calibrated``; the non-private set beside it scores
+    ``calibrated-nonprivate``, each against its own models only."""
+    data = attack_set(4, 4, seed=1)
+    target, copying, plain = (small_vae(s) for s in (0, 1, 2))
+    attack = LatentSearchAttack(seed=3, n_steps=5, n_starts=3)
+    release = Release(
+        decoder=target, reference_models=(copying,), nonprivate_reference_models=(plain,)
+    )
+    results = attack.run_release(release, data)
+    labelled = ResultKey(Distance.MSE, Variant.CALIBRATED_NONPRIVATE)
+    assert set(results) == {RAW, CALIBRATED, labelled}
+    errors = [attack.search_errors(m, data) for m in (target, copying, plain)]
+    np.testing.assert_allclose(results[CALIBRATED].scores, errors[1] - errors[0], rtol=1e-6)
+    np.testing.assert_allclose(results[labelled].scores, errors[2] - errors[0], rtol=1e-6)
+    assert results[labelled].to_row()["variant"] == "calibrated-nonprivate"
+
+
 @pytest.mark.parametrize("n", [1, 5])
 def test_start_is_the_best_prior_draw_of_a_naive_loop(n: int) -> None:
     x, y = uniform_records(n, SHAPE, seed=n, n_classes=3)

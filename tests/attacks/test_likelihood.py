@@ -186,6 +186,27 @@ def test_calibrated_variants_use_the_reference_vaes() -> None:
     assert results[key].to_row()["variant"] == "lira-offline"
 
 
+def test_a_nonprivate_reference_set_gives_its_own_labelled_variants() -> None:
+    data = attack_set(3, 3, seed=5)
+    target, copying, plain = small_vae(0), [small_vae(1), small_vae(2)], [small_vae(3)]
+    attack = LikelihoodAttack(seed=1, n_importance=3)
+    release = Release(model=target, reference_models=copying, nonprivate_reference_models=plain)
+    results = attack.run_release(release, data)
+    raw = attack.log_likelihoods(target, data)
+    for models, calibrated, lira in (
+        (copying, Variant.CALIBRATED, Variant.LIRA),
+        (plain, Variant.CALIBRATED_NONPRIVATE, Variant.LIRA_NONPRIVATE),
+    ):
+        expected = lira_offline(raw, np.stack([attack.log_likelihoods(m, data) for m in models]))
+        for variant, own in ((calibrated, Variant.CALIBRATED), (lira, Variant.LIRA)):
+            if own in expected:
+                key = ResultKey(Measure.IWAE_BERNOULLI, variant)
+                np.testing.assert_allclose(results[key].scores, expected[own])
+    assert {k.variant.value for k in results} == {
+        "raw", "calibrated", "lira-offline", "calibrated-nonprivate"  # one plain model: no LiRA
+    }
+
+
 def test_decoder_only_release_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="'likelihood' needs encoder, which this release lacks"):
         LikelihoodAttack(seed=0).run_release(

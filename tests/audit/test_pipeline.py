@@ -18,7 +18,7 @@ from audit.pipeline import (
     MIN_REFERENCE_RECORDS,
     _attack_positions,
     attack_set,
-    cell_reference_spec,
+    cell_reference_specs,
     reference_note,
     reference_positions,
     reference_records,
@@ -70,7 +70,7 @@ def test_too_few_reference_records_give_none():
 def test_reference_models_follow_the_cells_recipe_on_its_reference_records():
     data = _data(n_train=50, n_test=90)
     cell = replace(_cell(3), attacks=("latent-search", "likelihood"))
-    spec = cell_reference_spec(cell, data)
+    (spec,) = cell_reference_specs(cell, data)  # mech none: one set, non-private
     profile = cell.profile
     assert spec.n_models == profile.reference_models == 2 and spec.seed == 3
     assert spec.n_reference == 40 and spec.recipe.records_per_model == 20  # half of 40 < 50
@@ -82,15 +82,43 @@ def test_reference_models_follow_the_cells_recipe_on_its_reference_records():
         profile.lr,
         profile.beta,
     )
-    assert spec.key == cell_reference_spec(replace(cell, mech=MechanismName.LDP), data).key
-    assert spec.key != cell_reference_spec(replace(cell, seed=4), data).key
+    assert recipe.nonprivate and spec.copied is None
+    assert recipe.describe().endswith("non-private Adam")
+    assert spec.key != cell_reference_specs(replace(cell, seed=4), data)[0].key
+
+
+def _private(cell: CellConfig, mech: MechanismName, name: str, value: float) -> CellConfig:
+    return replace(cell, mech=mech, param_name=name, param_value=value)
+
+
+def test_a_private_cells_reference_models_copy_its_mechanism_beside_a_nonprivate_set():
+    data = _data(n_train=50, n_test=90)
+    base = replace(_cell(3), attacks=("latent-search", "likelihood"))
+    (plain,) = cell_reference_specs(base, data)
+    cdp = _private(base, MechanismName.CDP, "noise_multiplier", 1.0)
+    copying, nonprivate = cell_reference_specs(cdp, data)
+    assert nonprivate.key == plain.key  # every private cell of the seed shares the plain set
+    assert copying.recipe.mechanism == "cdp" and copying.copied == cdp
+    assert "the cell's mechanism, cdp noise_multiplier=1" in copying.recipe.describe()
+    assert copying.recipe.batch_size == min(cdp.profile.batch_size, 20)
+    # the key holds what the training depends on: the mechanism, its grid value, its options
+    others = (
+        _private(base, MechanismName.CDP, "noise_multiplier", 2.0),
+        _private(base, MechanismName.LDP, "eps_i", 1.0),
+        replace(cdp, profile=replace(cdp.profile, epochs=3)),
+    )
+    keys = {copying.key, *(cell_reference_specs(c, data)[0].key for c in others)}
+    assert len(keys) == 4
+    # not on what does not touch training: the attack list
+    other = replace(cdp, attacks=("likelihood",))
+    assert cell_reference_specs(other, data)[0].key == copying.key
 
 
 def test_no_reference_models_without_records_r_or_a_calibrating_attack():
     data = _data(n_train=50, n_test=90)
     calibrating = replace(_cell(), attacks=("likelihood",))
     few = _data(n_train=50, n_test=50 + MIN_REFERENCE_RECORDS - 1)
-    assert cell_reference_spec(calibrating, few) is None
+    assert cell_reference_specs(calibrating, few) == ()
     assert "fewer than 20" in reference_note(few, calibrating, None)
     assert "calibrated variants not run" in reference_note(few, calibrating, None)
     off = replace(calibrating, profile=replace(calibrating.profile, reference_models=0))

@@ -156,3 +156,91 @@ def test_a_bad_spec_is_refused():
     spec = _spec(reference)
     with pytest.raises(ValueError, match="is for 24 reference records, got 10"):
         rm.train_reference_model(spec, _reference(10), 0)
+
+
+def _cell(mech: str, name: str, value: float | None, *, seed: int = 0):
+    from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
+
+    profile = replace(
+        PROFILES[ProfileName.QUICK], epochs=1, batch_size=4, latent_dim=2, reference_models=2
+    )
+    return CellConfig(
+        dataset="digits",
+        mech=MechanismName(mech),
+        param_name=name,
+        param_value=value,
+        seed=seed,
+        profile=profile,
+        options=(("data_sha256", "d" * 64),),
+        attacks=("latent-search", "likelihood"),
+    )
+
+
+def _cell_data(n_train: int = 8):
+    from audit.mechanisms import CellData
+
+    gen = torch.Generator().manual_seed(1)
+    pair = (torch.rand(n_train, 1, 8, 8, generator=gen), torch.arange(n_train) % 3)
+    return CellData(pair, pair, pair, 3, 100)
+
+
+@pytest.mark.parametrize(
+    ("mech", "name", "value"), [("cdp", "noise_multiplier", 1.0), ("ldp", "eps_i", 1.0)]
+)
+def test_mechanism_copying_models_train_through_the_cells_mechanism(monkeypatch, mech, name, value):
+    """Carlini et al.'s shadow models copy the training: a private cell's reference models run
+    the target's own code path (prepare, train) with the cell's mechanism and grid value, each
+    under its own seed (so its own noise), and differ from the non-private set."""
+    from audit import target_training
+
+    seen = []
+    real = target_training.train_target
+
+    def spy(cell, data, ctx):
+        seen.append((cell, len(data.train[0])))
+        return real(cell, data, ctx)
+
+    monkeypatch.setattr(rm, "train_target", spy)
+    reference = _reference(24)
+    cell = _cell(mech, name, value, seed=5)
+    copying = rm.cell_spec(cell, _cell_data(), reference)
+    plain = rm.cell_spec(cell, _cell_data(), reference, copy_mechanism=False)
+    assert copying.recipe.mechanism == mech and plain.recipe.nonprivate
+    assert copying.key != plain.key
+    models = reference_set(copying, reference).models
+    assert [(c.mech.value, c.param_value, n) for c, n in seen] == [(mech, value, 8)] * 2
+    seeds = {c.seed for c, _ in seen}
+    assert len(seeds) == 2 and cell.seed not in seeds  # each model its own draws
+    assert all(c.profile.batch_size == 4 and c.attacks == ("reconstruction",) for c, _ in seen)
+    baseline = reference_set(plain, reference).models
+    assert len(seen) == 2  # the non-private set does not go through the mechanism
+    assert not torch.equal(models[0].state["fc_mu.weight"], baseline[0].state["fc_mu.weight"])
+    built = build_reference_model(copying.recipe, models[0])
+    assert built.encode(reference.x[:2], reference.y[:2])[0].shape == (2, 2)
+    assert f"the cell's mechanism, {mech} {name}=1" in reference_set(copying, reference).note()
+
+
+def test_a_copying_recipe_caps_its_batch_at_its_records():
+    cell = _cell("cdp", "noise_multiplier", 1.0)
+    cell = replace(cell, profile=replace(cell.profile, batch_size=16))
+    reference = _reference(24)
+    spec = rm.cell_spec(cell, _cell_data(8), reference)
+    assert spec.recipe.records_per_model == 8 and spec.recipe.batch_size == 8  # q = 1, not 2
+    plain = rm.cell_spec(cell, _cell_data(8), reference, copy_mechanism=False)
+    assert plain.recipe.batch_size == 16  # non-private Adam: as before
+
+
+def test_dp_adam_copies_of_an_lstm_vae_load_in_its_fast_implementation():
+    """Series: DP-Adam trains Opacus's DPLSTMs; the cached state is the fused model's, which
+    the reference VAE is built in (a state with DPLSTM keys would not load)."""
+    gen = torch.Generator().manual_seed(2)
+    reference = Records(torch.rand(24, 10, 3, generator=gen) * 2 - 1, torch.arange(24) % 3)
+    pair = (reference.x[:8], reference.y[:8])
+    from audit.mechanisms import CellData
+
+    cell = _cell("cdp", "noise_multiplier", 1.0)
+    spec = rm.cell_spec(cell, CellData(pair, pair, pair, 3, 100), reference)
+    (model, _) = reference_set(spec, reference).models
+    assert not any(".l0.ih." in key for key in model.state)
+    built = build_reference_model(spec.recipe, model)
+    assert built.encode(reference.x[:2], reference.y[:2])[0].shape == (2, 2)

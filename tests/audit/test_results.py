@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from audit import io, results
-from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
+from audit.config import CACHE_SCHEMA, PROFILES, MechanismName, ProfileName, SweepConfig
 from audit.mechanisms import build_options
 from audit.report import write_report
 from audit.report.summaries import load_runs
@@ -249,7 +249,8 @@ def test_a_run_of_an_older_cache_schema_is_refused_in_one_line(tmp_path, capsys,
     before = sorted(p.name for p in (out / "cells").iterdir())
     assert main(argv) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("error: ") and "cache schema 1 and this code reads 2" in line
+    assert line.startswith("error: ")
+    assert f"cache schema 1 and this code reads {CACHE_SCHEMA}" in line
     assert "rerun its sweep into a fresh --out" in line
     assert sorted(p.name for p in (out / "cells").iterdir()) == before  # nothing lost
     assert not (out / "report").exists()

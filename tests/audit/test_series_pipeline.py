@@ -120,6 +120,7 @@ def test_tiny_sweep_on_the_motionsense_fixture(tmp_path):
         data_home=home,
         grid=(1.0,),
         progress=False,
+        attacks=("reconstruction",),  # the mechanism's rows, at the cheapest attack set
     )
     rows = run_sweep(config).rows
     assert sorted(rows.mech) == ["ldp", "none"] and set(rows.distance) == {"mse"}

@@ -44,6 +44,8 @@ TINY_ARGS = [
     "1",
     "--latent-dim",
     "4",
+    "--attack",  # these tests are of the sweep's mechanics: its cheapest attack set
+    "reconstruction",
 ]
 
 
@@ -57,6 +59,7 @@ def _config(out: Path, **kw) -> SweepConfig:
         out=out,
         progress=False,
         report=False,  # the report's own test below writes it
+        attacks=("reconstruction",),  # the sweep's mechanics, at its cheapest attack set
     )
     return SweepConfig(**{**base, **kw})
 
@@ -295,9 +298,11 @@ def test_the_audit_switch_changes_private_cells_only():
 
 
 def test_reference_models_are_trained_once_per_seed_and_reused(tmp_path):
-    """The baseline cell trains the reference VAEs, the ldp cell of the same seed loads them,
-    and a recomputed sweep loads them too; the calibrated variants get rows, scores and a part in
-    the worst case like any other result."""
+    """The baseline cell trains the non-private reference VAEs; the ldp cell of the same seed
+    trains its own mechanism-copying ones (the cell's perturbation of the reference records) and
+    loads the non-private ones for its ``-nonprivate`` variants; a recomputed sweep loads them
+    all. The calibrated variants get rows, scores and a part in the worst case like any other
+    result, and each row says how the models it read were trained."""
     from audit.results import scores_key
 
     attacks = ("latent-search", "likelihood")
@@ -311,24 +316,43 @@ def test_reference_models_are_trained_once_per_seed_and_reused(tmp_path):
         ("likelihood", "calibrated"),
         ("likelihood", "lira-offline"),
     }
-    for _, cell in rows.groupby("mech"):
-        assert set(zip(cell.attack, cell.variant, strict=True)) == expected
+    labelled = {
+        ("latent-search", "calibrated-nonprivate"),
+        ("likelihood", "calibrated-nonprivate"),
+        ("likelihood", "lira-offline-nonprivate"),
+    }
+    for mech, cell in rows.groupby("mech"):
+        want = expected if mech == "none" else expected | labelled
+        assert set(zip(cell.attack, cell.variant, strict=True)) == want
         assert cell.worst_case.sum() == 1
+    pairs = zip(rows.mech, rows.variant, strict=True)
+    trained = dict(zip(pairs, rows.side_models_trained, strict=True))
+    assert trained["none", "calibrated"].endswith("non-private Adam")
+    assert trained["ldp", "calibrated"].endswith("the cell's mechanism, ldp eps_i=100")
+    assert trained["ldp", "calibrated-nonprivate"] == trained["none", "calibrated"]
     notes = dict(zip(rows.mech, rows.privacy_notes, strict=False))
     assert "2 trained in this cell" in notes["none"] and "0 from the cache" in notes["none"]
-    assert "0 trained in this cell" in notes["ldp"] and "2 from the cache" in notes["ldp"]
-    (key,) = (tmp_path / "reference-models").iterdir()
-    assert sorted(p.name for p in key.iterdir()) == ["model_0.pt", "model_1.pt", "reference.json"]
-    none_cell = tmp_path / "cells" / rows.config_hash[rows.mech == "none"].iloc[0]
-    with np.load(none_cell / "scores.npz") as scores:
-        assert scores_key("likelihood", "iwae-bernoulli", "lira-offline") in scores.files
-        assert scores_key("latent-search", "mse", "calibrated") in scores.files
-    mtime = (key / "model_0.pt").stat().st_mtime_ns
+    copying, plain = notes["ldp"].split(" and non-private reference models: ")
+    assert "mechanism-copying" in copying and "2 trained in this cell" in copying
+    assert "0 trained in this cell" in plain and "2 from the cache" in plain
+    keys = sorted((tmp_path / "reference-models").iterdir())
+    assert len(keys) == 2
+    for key in keys:
+        names = sorted(p.name for p in key.iterdir())
+        assert names == ["model_0.pt", "model_1.pt", "reference.json"]
+    read = {"none": ["calibrated"], "ldp": ["calibrated", "calibrated-nonprivate"]}
+    for mech, variants in read.items():
+        cell_dir = tmp_path / "cells" / rows.config_hash[rows.mech == mech].iloc[0]
+        with np.load(cell_dir / "scores.npz") as scores:
+            for variant in variants:
+                assert scores_key("latent-search", "mse", variant) in scores.files
+            assert scores_key("likelihood", "iwae-bernoulli", "lira-offline") in scores.files
+    mtimes = [(key / "model_0.pt").stat().st_mtime_ns for key in keys]
     redo = run_sweep(replace(config, attacks=attacks, overwrite=True))
     assert (redo.ran, redo.reused) == (2, 0)
-    assert (key / "model_0.pt").stat().st_mtime_ns == mtime  # not trained again
+    assert [(key / "model_0.pt").stat().st_mtime_ns for key in keys] == mtimes  # not retrained
     again = redo.rows.sort_values(["mech", "attack", "variant"])
-    assert all("2 from the cache" in n for n in again.privacy_notes)
+    assert all("0 trained in this cell" in n for n in again.privacy_notes)
     np.testing.assert_allclose(again.mi_ap.to_numpy(), rows.mi_ap.to_numpy())
 
 

@@ -37,3 +37,11 @@ def test_side_knowledge_is_what_the_result_read():
     assert (lira["side_reference_records"], lira["side_reference_models"]) == (40, 4)
     assert lira["side_models_trained"] == "non-private Adam"
     assert _columns("likelihood", "iwae-bernoulli", "raw")["side_models_trained"] == ""
+
+
+def test_nonprivate_variants_read_reference_models_too():
+    labelled = _columns("latent-search", "mse", "calibrated-nonprivate")
+    assert (labelled["side_reference_records"], labelled["side_reference_models"]) == (40, 4)
+    assert _columns("likelihood", "iwae-bernoulli", "lira-offline-nonprivate")[
+        "side_models_trained"
+    ] == "non-private Adam"

@@ -282,6 +282,7 @@ def test_sweep_rows_for_cdp_and_termwise(tmp_path):
         out=tmp_path,
         grid=(1.0,),
         progress=False,
+        attacks=("reconstruction",),  # the mechanism's rows, at the cheapest attack set
     )
     frame = pd.read_csv(run_sweep(config).csv_path)
     private = frame[frame.mech.isin(["cdp", "cdp-termwise"])]

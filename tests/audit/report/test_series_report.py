@@ -52,6 +52,7 @@ def series_run(tmp_path_factory) -> tuple[Path, Path]:
                 progress=False,
                 window_stride=250,
                 report=False,  # the tests write it
+                attacks=("reconstruction",),  # the report and gate of series rows: one attack
             )
         )
     return root / "out", home
