@@ -201,7 +201,9 @@ def build_run_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="R",
         help="reference VAEs for the calibrated variants of latent search and the likelihood "
-        "attack, trained once per dataset, seed and recipe and cached in OUT/reference-models; "
+        "attack, trained with the cell's mechanism (a private cell also trains R non-private "
+        "ones: the -nonprivate variants), once per dataset, seed and recipe, cached in "
+        "OUT/reference-models; "
         f"0 trains none (quick: {PROFILES[ProfileName.QUICK].reference_models}, standard: "
         f"{std.reference_models}, paper: {PROFILES[ProfileName.PAPER].reference_models})",
     )
