@@ -132,14 +132,17 @@ PROFILES: dict[ProfileName, Profile] = {
         # R: measured on digits, quick, mech none, seeds 0-4 (docs/attack-studies.md, MI AP
         # mean, latent search calibrated / likelihood calibrated / lira-offline): R = 2 0.689 /
         # 0.676 / 0.676, R = 4 0.699 / 0.709 / 0.716, R = 8 0.704 / 0.708 / 0.749; reference
-        # training 0.28 / 0.55 / 1.31 x the cell's own seconds. R = 2 under-reads the calibrated
-        # variants by 0.01-0.04 (lira-offline falls back to one pooled variance below 4 models),
-        # but the raw variants stay candidates of every cell's worst case, so a weak calibration
-        # cannot hide a raw leak; R = 4 buys 0.01-0.04 at twice the reference cost. Kept at 2
-        # for CI's budget (CI's lfw-subset quick cells have 10 reference records, fewer than 20,
-        # so none train there; its series cells do). Issue 30 item 7 (seed 0): digits quick none,
-        # R = 2: latent search raw 0.648 / calibrated 0.686, likelihood raw 0.622 / calibrated
-        # 0.664: calibration raised both, unlike the overfit model of issue 30.
+        # training 0.28 / 0.55 / 1.31 x the cell's own seconds. Issue 30 item 7, this code,
+        # seeds 0 / 1, MI AP latent search raw / calibrated, likelihood raw / calibrated /
+        # lira-offline: R = 2: 0.648 / 0.686, 0.622 / 0.664 / 0.664 and 0.693 / 0.690, 0.634 /
+        # 0.662 / 0.662 (cell 17-18 s); R = 4: 0.644 / 0.712, 0.619 / 0.699 / 0.673 and 0.715 /
+        # 0.735, 0.641 / 0.692 / 0.711 (cell 21-24 s). So R = 2 under-reads the calibrated
+        # variants by 0.01-0.05 (lira-offline pools one variance below 4 models) but, on this
+        # quick model, not below raw (bar 0.690 vs 0.693); the raw variants stay candidates of
+        # every worst case, so a weak calibration cannot hide a raw leak. R = 4 costs +25 % a
+        # calibrating cell; CI's sweeps train no reference models at any R (lfw-subset quick
+        # leaves 10 reference records, basicmotions 0: fewer than 20), so R = 4 would cost only
+        # local quick runs and the test suite. Kept at 2 until the lead decides.
         reference_models=2,
     ),
     ProfileName.STANDARD: Profile(
