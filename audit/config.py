@@ -114,8 +114,9 @@ class Profile:
 #:   lfw-subset  0.850  0.867  0.833  0.800  0.800   (real: 0.800; n_test = 60, sd ~0.05)
 #: |D_gen| = |D_train| = 50 (the old rule) leaves digits at chance; 1000 reaches within 0.02 of
 #: 2000 at half the classifier's cost, and lfw-subset (2 classes) is flat from 50 on within its
-#: test-set noise, so quick and standard use 1000. paper (|D_train| in the hundreds to
-#: thousands) uses 2000, not measured at that scale.
+#: test-set noise, so quick and standard use 1000 (lfw-subset's quick profile draws 200: CI's
+#: budget, ``LFW_SUBSET_OVERRIDES`` in ``audit/datasets/lfw.py``). paper (|D_train| in the
+#: hundreds to thousands) uses 2000, not measured at that scale.
 PROFILES: dict[ProfileName, Profile] = {
     ProfileName.QUICK: Profile(
         epochs=40,

@@ -226,3 +226,11 @@ def test_a_flag_overrides_the_dataset_profile_setting():
     assert config_from_args(args).profile.lr == 1e-3
     args = build_run_parser().parse_args(["--dataset", "lfw20", "--mech", "none", "--lr", "5e-4"])
     assert config_from_args(args).profile.lr == 5e-4
+
+
+def test_lfw_subset_quick_draws_200_generated_records_for_cis_budget():
+    from audit.config import profile_for_dataset
+
+    assert profile_for_dataset(ProfileName.QUICK, "lfw-subset").gen_records == 200
+    assert profile_for_dataset(ProfileName.STANDARD, "lfw-subset").gen_records == 1000
+    assert profile_for_dataset(ProfileName.QUICK, "digits").gen_records == 1000
