@@ -40,7 +40,8 @@ def test_an_exported_cell_gives_the_cells_rows(tmp_path: Path, capsys) -> None:
         report=False,
         attacks=SWEEP_ATTACKS,
     )
-    sweep = run_sweep(config).rows
+    run_sweep(config)
+    sweep = pd.read_csv(tmp_path / "sweep" / "runs.csv")  # both sides as written (CSV floats)
     exported = export_cell(tmp_path / "sweep", sweep.config_hash.iloc[0], tmp_path / "export")
     argv = [*exported.argv, "--out", str(tmp_path / "audit"), "--no-progress"]
     assert benchmark.main(argv) == 0, capsys.readouterr().err
