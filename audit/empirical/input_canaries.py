@@ -19,6 +19,12 @@ Designs (:class:`InputDesign`):
   its own cell, so the reconstruction error of a canary, and the gradient it sends, sit in its
   cell alone (no shared background to learn, unlike ``patches``' black one). D_val is disjoint
   from D_train (the canaries read no training record).
+- ``label-slot`` (images, conditional VAEs): ``blocks`` images, canary j labelled with its own
+  label value ``num_classes + j`` that no real record uses; the audited model is built with
+  :func:`label_slot_classes` (real classes plus m canary slots). The decoder's (and encoder's)
+  weight column of label ``num_classes + j`` then receives gradient from canary j alone (plus
+  the DP noise every coordinate gets): the input-space analogue of a Dirac gradient canary,
+  scored from the released decoder only (:func:`audit.empirical.one_run.label_slot_scores`).
 """
 
 from __future__ import annotations
@@ -46,6 +52,13 @@ class InputDesign(str, Enum):
     PATCHES = "patches"
     MARKED_MEAN = "marked-mean"
     MEAN_BLOCKS = "mean-blocks"
+    LABEL_SLOT = "label-slot"
+
+
+def label_slot_classes(num_classes: int, m: int, design: InputDesign) -> int:
+    """Classes of the audited model: the real ones, plus one slot per canary for
+    ``label-slot`` canaries."""
+    return num_classes + m if InputDesign(design) is InputDesign.LABEL_SLOT else num_classes
 
 
 def input_canaries(
@@ -65,7 +78,7 @@ def input_canaries(
                 f"{design.value} canaries are images; records here have shape {data.shape}"
             )
         c, h, w = data.shape
-        if design is InputDesign.BLOCKS:
+        if design in (InputDesign.BLOCKS, InputDesign.LABEL_SLOT):
             bits = torch.randint(2, (m, c, BLOCKS, BLOCKS), generator=gen).to(dtype)
         elif design is InputDesign.MEAN_BLOCKS:
             signs = 2 * torch.randint(2, (m, c, MEAN_CELLS, MEAN_CELLS), generator=gen) - 1
@@ -86,5 +99,7 @@ def input_canaries(
             mean = data.val[0].to(dtype).mean(dim=0, keepdim=True)
             far = (mean < 0.5).to(dtype)
             x = torch.where(x > 0, far.expand_as(x), mean.expand_as(x))
+        if design is InputDesign.LABEL_SLOT:  # canary j: its own label, outside the real ones
+            return x, data.num_classes + torch.arange(m)
     y = torch.randint(data.num_classes, (m,), generator=gen)
     return x, y

@@ -41,9 +41,11 @@ Canary kinds:
   mean-blocks records with random labels) added to D_train, each included one inserted
   ``copies`` times; score: the strongest attack the mechanism's release allows
   (:data:`INPUT_CANARY_ATTACK`: the reconstruction attack's -MSE against the whole VAE, the
-  latent search's -MSE against a released decoder). With ``copies`` k > 1 the datasets with and
-  without a canary differ in k records, and the bound is compared with the group claim
-  (:func:`group_claim`).
+  latent search's -MSE against a released decoder). ``label-slot`` canaries carry their own
+  label values outside the real classes (the audited model has a class slot per canary) and
+  are scored from the decoder alone (:func:`label_slot_scores`; their slots' initial weights
+  set by :class:`LabelSlots`). With ``copies`` k > 1 the datasets with and without a canary
+  differ in k records, and the bound is compared with the group claim (:func:`group_claim`).
 
 Test-only switches (:class:`Broken`) remove the noise (z = 0 in training while the claim keeps
 the run's z) or the clipping; a correct mechanism's bound must stay below its claim and a
@@ -68,7 +70,7 @@ from audit.config import CellConfig, MechanismName
 from audit.empirical.bounds import CONFIDENCE, OneRunBound, one_run_epsilon_bound
 from audit.empirical.estimators import one_run_fdp_epsilon
 from audit.empirical.guesses import GuessRule, design_guesses, quarter_guesses
-from audit.empirical.input_canaries import InputDesign, input_canaries
+from audit.empirical.input_canaries import InputDesign, input_canaries, label_slot_classes
 from audit.mechanisms import CellData, Context, get_mechanism
 from audit.mechanisms.mechanism import Mechanism
 from audit.privacy.claim import PrivacyClaim
@@ -237,6 +239,40 @@ class Switches:
 
     def observe(self, noisy: list[torch.Tensor]) -> None:
         return None
+
+
+#: Initial value of a label-slot canary's own column of the encoder's log-variance layer.
+LABEL_SLOT_LOGVAR = -8.0
+
+
+class LabelSlots(Switches):
+    """The audit hook of ``label-slot`` input canaries: at :meth:`begin` it sets the initial
+    weights of the m canary slots, the last m input columns of the conditional VAE's three dense
+    layers (``fc_mu``, ``fc_logvar``, ``fc_dec``, in that order among the trained parameters;
+    each reads the one-hot label last): 0, except ``fc_logvar``'s, :data:`LABEL_SLOT_LOGVAR`.
+    A slot's final decoder weights are then its canary's pull plus the DP noise, with no random
+    initial value on top, and a canary's posterior is narrow (std about e^-4), so that its
+    latent z is small and more of its clipped gradient falls on its own ``fc_dec`` column
+    (at initialisation 11 % of it instead of 3 %; the rest goes to the shared weights). Real
+    records never read these columns. DP holds for every data-independent initialisation, so
+    the auditor may choose these values; the sampling, clipping and noise are untouched."""
+
+    def __init__(self, slots: int, broken: Broken = Broken.NONE) -> None:
+        super().__init__(broken)
+        self.slots = slots
+
+    def begin(self, params: list[torch.nn.Parameter]) -> None:
+        dense = [p for p in params if p.dim() == 2]
+        if len(dense) != 3 or any(p.shape[1] <= self.slots for p in dense):
+            raise ValueError(
+                "label-slot canaries need the conditional conv VAE trained whole (three dense "
+                "layers, each reading the one-hot label last); got dense shapes "
+                f"{[tuple(p.shape) for p in dense]}"
+            )
+        with torch.no_grad():
+            for p in dense:
+                p[:, -self.slots :] = 0.0
+            dense[1][:, -self.slots :] = LABEL_SLOT_LOGVAR
 
 
 class GradientCanaries(Switches):
@@ -459,25 +495,46 @@ def _audit_input(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
     k = settings.copies
     inserted = (cx[keep].repeat_interleave(k, dim=0), cy[keep].repeat_interleave(k, dim=0))
     train = (torch.cat([data.train[0], inserted[0]]), torch.cat([data.train[1], inserted[1]]))
+    classes = label_slot_classes(data.num_classes, settings.canaries, design)
+    data = replace(data, num_classes=classes)  # label-slot: the real classes plus m slots
     with_canaries = replace(data, train=train, train_index=None)
-    run = extra_run(cell, with_canaries, ctx, Switches(settings.broken))
+    slot = design is InputDesign.LABEL_SLOT
+
+    def hook() -> Switches:
+        if slot:
+            return LabelSlots(settings.canaries, settings.broken)
+        return Switches(settings.broken)
+
+    run = extra_run(cell, with_canaries, ctx, hook())
     claim = run.claim if k == 1 else group_claim(run.claim, k)
     records = AttackData(x=cx, y=cy, is_member=included)
-    result = _attack_canaries(cell, run.model, records, ctx)
-    scores = np.asarray(result.scores, dtype=np.float64)
+
+    def score(model: torch.nn.Module) -> tuple[np.ndarray, str]:
+        if slot:
+            return label_slot_scores(model, cx, cy, settings.seed, device=ctx.device), (
+                f"label-slot contrast on the decoder alone: mean over {LABEL_SLOT_LATENTS} fixed "
+                "z (z = 0 and seeded N(0, I) draws) of the MSE between the canary and "
+                "decode(z, other canaries' slots), averaged, minus that with its own slot"
+            )
+        result = _attack_canaries(cell, model, records, ctx)
+        variant = getattr(result.variant, "value", result.variant)
+        return np.asarray(result.scores, dtype=np.float64), (
+            f"{result.attack} attack ({result.distance.value}, {variant}), "
+            f"{result.n_samples} samples per record"
+        )
+
+    scores, how = score(run.model)
     reference_s = 0.0
     if settings.reference:  # the same attack on a model trained without any canary
         plain = replace(cell, seed=derive_seed(cell.seed, TAG, "reference") % 2**31)
-        ref = extra_run(plain, data, ctx, Switches(settings.broken))
-        scores = scores - np.asarray(_attack_canaries(cell, ref.model, records, ctx).scores)
+        ref = extra_run(plain, data, ctx, hook())
+        scores = scores - score(ref.model)[0]
         reference_s = ref.seconds
     bounds = _bound(scores, included, settings, claim)
-    variant = getattr(result.variant, "value", result.variant)
     calibrated = ", minus its score on a reference model trained without canaries"
     return OneRunAudit(
         kind=CanaryKind.INPUT,
-        score=f"{result.attack} attack ({result.distance.value}, {variant}), "
-        f"{result.n_samples} samples per record{calibrated if settings.reference else ''}",
+        score=f"{how}{calibrated if settings.reference else ''}",
         claim=claim,
         bound=bounds.steinke,
         fdp_epsilon=bounds.fdp,
@@ -494,8 +551,40 @@ def _audit_input(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
             "canaries": f"{design.value} records",
             "copies": k,
             "single_record_epsilon": run.claim.epsilon,
+            "num_classes": classes,
         },
     )
+
+
+#: Fixed latents of the label-slot score: z = 0 and this many minus one N(0, I) draws.
+LABEL_SLOT_LATENTS = 8
+
+
+@torch.no_grad()
+def label_slot_scores(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, seed: int, *, device: str = "cpu"
+) -> np.ndarray:
+    """Scores of label-slot canaries (x_j, y_j) from the decoder alone (black box: only
+    ``model.decode`` is called): for each fixed z (z = 0 and :data:`LABEL_SLOT_LATENTS` - 1
+    seeded N(0, I) draws, fixed before training), the mean MSE between x_j and decode(z, y_i)
+    over the other canaries' slots i != j, minus the MSE between x_j and decode(z, y_j),
+    averaged over z. High: slot j reconstructs x_j better than the other slots do, which only
+    canary j's own training could cause (each slot's weights get gradient from its canary alone).
+    """
+    m = len(x)
+    gen = torch_generator(seed, TAG, "label-slot-latents")
+    z = torch.randn((LABEL_SLOT_LATENTS, model.latent_dim), generator=gen)
+    z[0] = 0.0
+    xs = x.to(device).flatten(1).double()
+    total = torch.zeros(m, dtype=torch.float64)
+    for zs in z:
+        out = model.decode(zs.to(device).expand(m, -1), y.to(device)).flatten(1).double()
+        # mse[j, i]: canary j against slot i's output
+        mse = (xs.pow(2).sum(1, keepdim=True) - 2 * xs @ out.T + out.pow(2).sum(1)) / xs.shape[1]
+        own = mse.diagonal()
+        others = (mse.sum(1) - own) / max(m - 1, 1)
+        total += (others - own).cpu()
+    return (total / len(z)).numpy()
 
 
 def group_claim(claim: PrivacyClaim, k: int) -> PrivacyClaim:

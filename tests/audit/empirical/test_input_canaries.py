@@ -71,3 +71,16 @@ def test_mean_blocks_are_the_mean_plus_a_signed_pattern() -> None:
     assert bool(((x == up) | (x == down)).all())  # every pixel: the mean moved by +-0.5
     assert 0.3 < float((x == up).float().mean()) < 0.7  # signs drawn at random
     assert int(y.max()) < 10
+
+
+def test_label_slot_canaries_have_their_own_labels_outside_the_real_classes() -> None:
+    from audit.empirical.input_canaries import label_slot_classes
+
+    data = tiny_data()
+    x, y = input_canaries(data, 12, 0, design="label-slot", tag="t")
+    assert torch.equal(y, torch.arange(10, 22))  # canary j: label 10 + j, no real record's
+    assert int(data.train[1].max()) < 10 and int(data.val[1].max()) < 10
+    blocks, _ = input_canaries(data, 12, 0, design="blocks", tag="t")
+    assert torch.equal(x, blocks)  # the images are the blocks design's
+    assert label_slot_classes(10, 12, InputDesign.LABEL_SLOT) == 22
+    assert label_slot_classes(10, 12, InputDesign.BLOCKS) == 10
