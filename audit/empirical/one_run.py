@@ -253,7 +253,7 @@ class LabelSlots(Switches):
     A slot's final decoder weights are then its canary's pull plus the DP noise, with no random
     initial value on top, and a canary's posterior is narrow (std about e^-4), so that its
     latent z is small and more of its clipped gradient falls on its own ``fc_dec`` column
-    (at initialisation 11 % of it instead of 3 %; the rest goes to the shared weights). Real
+    (at initialisation 3-5 % of its norm instead of 2 %; the rest goes to the shared weights). Real
     records never read these columns. DP holds for every data-independent initialisation, so
     the auditor may choose these values; the sampling, clipping and noise are untouched."""
 
