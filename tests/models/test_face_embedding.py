@@ -20,7 +20,8 @@ def test_chips_are_contiguous_150_pixel_uint8_images():
     assert len(chips) == 3
     assert all(c.shape == (CHIP_SIDE, CHIP_SIDE, 3) and c.dtype == np.uint8 for c in chips)
     assert all(c.flags["C_CONTIGUOUS"] for c in chips)
-    assert (chips[0] == 128).all() and (chips[1] == 255).all()
+    # 0.5 * 255 = 127.5 rounds to 128, or to 127 where bilinear resizing leaves 0.4999999
+    assert np.isin(chips[0], (127, 128)).all() and (chips[1] == 255).all()
 
 
 def test_a_sweep_with_the_face_classifier_but_no_extra_is_refused_before_any_work(
