@@ -39,6 +39,7 @@ ARGS += ["--grid", "10", "--epochs", "2", "--max-train", "30", "--attack-samples
 
 
 def _config(out: Path, **kw) -> SweepConfig:
+    kw.setdefault("attacks", ("reconstruction",))  # executor mechanics: one attack is enough
     return SweepConfig(
         dataset="digits",
         mechs=(MechanismName.NONE, MechanismName.LDP),
