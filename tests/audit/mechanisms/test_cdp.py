@@ -272,6 +272,7 @@ TINY = replace(
 )
 
 
+@pytest.mark.slow  # CI's quick sweep runs these mechanisms end to end (the CI budget)
 def test_sweep_rows_for_cdp_and_termwise(tmp_path):
     config = SweepConfig(
         dataset="digits",

@@ -199,6 +199,7 @@ def test_time_series_records_are_refused():
         options_for_images(MECH.options_of(make_cell()), (500, 12))
 
 
+@pytest.mark.slow  # CI's quick sweep runs these mechanisms end to end (the CI budget)
 def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):
     """A tiny real sweep on digits: ldp and vae-ldp rows with an epsilon, phi and notes."""
     from dataclasses import replace
