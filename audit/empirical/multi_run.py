@@ -42,7 +42,7 @@ from audit.empirical.estimators import (
     clopper_pearson_epsilon,
     gdp_epsilon,
 )
-from audit.empirical.one_run import CanaryKind, OneRunSettings, audit_one_run
+from audit.empirical.one_run import CanaryKind, OneRunAudit, OneRunSettings, audit_one_run
 from audit.executors import CellFailed, Executor
 from audit.mechanisms import Context
 from dpvae_core.digests import json_digest
@@ -82,6 +82,20 @@ class RunScores:
     one_run_fdp: float
     train_seconds: float
 
+    @classmethod
+    def of(cls, job: RunJob, audit: OneRunAudit) -> RunScores:
+        """Run ``job``'s scores, inclusion, claim and bounds, read from its one-run ``audit``."""
+        return cls(
+            job=job,
+            scores=audit.scores,
+            included=audit.included,
+            claim_epsilon=audit.claim.epsilon,
+            delta=audit.claim.delta,
+            one_run=audit.epsilon,
+            one_run_fdp=audit.fdp_epsilon,
+            train_seconds=audit.train_seconds,
+        )
+
 
 def compute_run(job: RunJob, dataset: Dataset, *, threads: int | None = None) -> RunScores:
     """Train run ``job.index`` and score its canaries (writes nothing: an executor's cell fn)."""
@@ -99,16 +113,7 @@ def compute_run(job: RunJob, dataset: Dataset, *, threads: int | None = None) ->
         Context(device="cpu", progress=null_progress),
         replace(job.settings, seed=run_seed),
     )
-    return RunScores(
-        job=job,
-        scores=audit.scores,
-        included=audit.included,
-        claim_epsilon=audit.claim.epsilon,
-        delta=audit.claim.delta,
-        one_run=audit.epsilon,
-        one_run_fdp=audit.fdp_epsilon,
-        train_seconds=audit.train_seconds,
-    )
+    return RunScores.of(job, audit)
 
 
 def _save(out: Path, run: RunScores) -> None:

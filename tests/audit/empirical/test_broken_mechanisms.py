@@ -43,18 +43,7 @@ def _multi_run(mech: str, *, seed: int, broken: Broken = Broken.NONE) -> MultiRu
         audit = audit_one_run(
             _cell(mech, run_seed), tiny_data(), CTX, replace(settings, seed=run_seed)
         )
-        results.append(
-            RunScores(
-                job=RunJob(_cell(mech, seed), settings, i),
-                scores=audit.scores,
-                included=audit.included,
-                claim_epsilon=audit.claim.epsilon,
-                delta=audit.claim.delta,
-                one_run=audit.epsilon,
-                one_run_fdp=audit.fdp_epsilon,
-                train_seconds=audit.train_seconds,
-            )
-        )
+        results.append(RunScores.of(RunJob(_cell(mech, seed), settings, i), audit))
     return estimate(results, confidence=0.95)
 
 
