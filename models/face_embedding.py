@@ -73,15 +73,11 @@ def _weights() -> Path:
 class FaceDescriptor:
     """dlib's face descriptor on (N, 3, H, W) images in [0, 1]; codes are (N, 128) float64."""
 
-    _recognizer = None
-
     def __init__(self) -> None:
         require()
         import dlib
 
-        if FaceDescriptor._recognizer is None:
-            FaceDescriptor._recognizer = dlib.face_recognition_model_v1(str(_weights()))
-        self._rec = FaceDescriptor._recognizer
+        self._rec = dlib.face_recognition_model_v1(str(_weights()))
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def __call__(self, x: torch.Tensor, *, cache: bool = False) -> np.ndarray:
@@ -127,7 +123,8 @@ def embedding_accuracy(
     test: tuple[torch.Tensor, torch.Tensor],
 ) -> float:
     """Accuracy on ``test`` of a logistic regression on the face codes of ``train``, its
-    regularisation chosen on ``val`` (:data:`C_GRID`; ties go to the stronger one).
+    regularisation chosen on ``val`` (:data:`C_GRID`; ties go to the stronger one), the chosen
+    fit scored on ``test``.
 
     Codes are cached by content (D_train, D_val and D_test repeat across a seed's cells).
     Deterministic (lbfgs, no random state)."""
@@ -139,8 +136,6 @@ def embedding_accuracy(
     if len(np.unique(y_tr)) < 2:
         return float(np.mean(y_te == y_tr[0]))
 
-    def fit(c: float) -> LogisticRegression:
-        return LogisticRegression(C=c, max_iter=2000).fit(x_tr, y_tr)
-
-    best = max(C_GRID, key=lambda c: (fit(c).score(x_va, y_va), -c))
-    return float(fit(best).score(x_te, y_te))
+    fitted = {c: LogisticRegression(C=c, max_iter=2000).fit(x_tr, y_tr) for c in C_GRID}
+    best = max(C_GRID, key=lambda c: (fitted[c].score(x_va, y_va), -c))
+    return float(fitted[best].score(x_te, y_te))
