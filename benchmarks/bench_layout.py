@@ -1,14 +1,16 @@
 #!/usr/bin/env python
-"""Channels-last against the default memory layout, and bf16 autocast where the CPU has it, on
-the 64x64x3 faces' workloads: a target-VAE training step, decoding (most of every attack and of
-generation) and a classifier training step; ratios measured in one process, paths alternating.
+"""Channels-last against the default memory layout, and bf16 autocast where the device has it,
+on the 64x64x3 faces' workloads: a target-VAE training step, decoding (most of every attack and
+of generation) and a classifier training step; ratios measured in one process, paths alternating.
 
-  python benchmarks/bench_layout.py [--threads 1] [--repeats 5] [--latent-dim 16]
+  python benchmarks/bench_layout.py [--threads 1] [--repeats 5] [--latent-dim 16] [--device cuda]
 
-Each part's throughput is also given as a share of the machine's matmul throughput (a 1024^3
-float32 matmul and, where the CPU has AVX-512 BF16 or AMX, a bf16 one), the ceiling a
-convolution lowered to matrix products can approach. FLOPs are counted by
-``torch.utils.flop_counter`` (convolutions and matrix products only).
+Each part's throughput is also given as a share of the device's matmul throughput (a square
+float32 matmul and, where the device has fast bf16 (a CPU with AVX-512 BF16 or AMX, any CUDA
+GPU of compute capability 8 or more), a bf16 one), the ceiling a convolution lowered to matrix
+products can approach. FLOPs are counted by ``torch.utils.flop_counter`` (convolutions and
+matrix products only). On CUDA every timed call ends with a synchronisation, and the matmul side
+is 8192 (1024 on CPU).
 """
 
 from __future__ import annotations
@@ -27,17 +29,29 @@ from models.training import channels_last_model, image_layout, vae_per_example_l
 from models.vae import ConditionalConvVAE
 
 
-def matmul_gflops(dtype: torch.dtype, n: int = 1024, reps: int = 10) -> float:
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_gflops(dtype: torch.dtype, device: torch.device, reps: int = 10) -> float:
+    n = 8192 if device.type == "cuda" else 1024
+    a = torch.randn(n, n, dtype=dtype, device=device)
+    b = torch.randn(n, n, dtype=dtype, device=device)
     a @ b
+    _sync(device)
     start = time.perf_counter()
     for _ in range(reps):
         a @ b
+    _sync(device)
     return 2 * n**3 * reps / (time.perf_counter() - start) / 1e9
 
 
-def has_fast_bf16() -> bool:
-    """Whether this CPU runs bf16 matrix products natively (AVX-512 BF16 or AMX)."""
+def has_fast_bf16(device: torch.device) -> bool:
+    """Whether ``device`` runs bf16 matrix products natively: a CUDA GPU of compute capability 8
+    or more, or a CPU with AVX-512 BF16 or AMX."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_capability(device)[0] >= 8
     return torch.backends.cpu.get_cpu_capability() in ("AVX512_BF16", "AMX") or any(
         flag in open("/proc/cpuinfo").read() for flag in (" avx512_bf16", " amx_bf16")
     )
@@ -49,13 +63,13 @@ def flops(fn) -> int:
     return counter.get_total_flops()
 
 
-def workloads(latent_dim: int, batch: int, decode_batch: int):
+def workloads(latent_dim: int, batch: int, decode_batch: int, device: torch.device):
     torch.manual_seed(0)
-    x = torch.rand(batch, 3, 64, 64)
-    y = torch.arange(batch) % 20
-    noise = torch.randn(batch, latent_dim)
-    z = torch.randn(decode_batch, latent_dim)
-    zy = torch.arange(decode_batch) % 20
+    x = torch.rand(batch, 3, 64, 64, device=device)
+    y = torch.arange(batch, device=device) % 20
+    noise = torch.randn(batch, latent_dim, device=device)
+    z = torch.randn(decode_batch, latent_dim, device=device)
+    zy = torch.arange(decode_batch, device=device) % 20
 
     def vae_step(model, opt, layout):
         def step():
@@ -86,11 +100,11 @@ def workloads(latent_dim: int, batch: int, decode_batch: int):
         torch.manual_seed(0)
         return ConditionalConvVAE(
             channels=3, height=64, width=64, num_classes=20, latent_dim=latent_dim
-        )
+        ).to(device)
 
     def clf():
         torch.manual_seed(0)
-        return ResNetClassifier(channels=3, num_classes=20, width=0.5)
+        return ResNetClassifier(channels=3, num_classes=20, width=0.5).to(device)
 
     same = lambda t: t  # noqa: E731
     paths = {}
@@ -119,35 +133,53 @@ def main() -> None:
     p.add_argument("--latent-dim", type=int, default=16)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--decode-batch", type=int, default=256)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     args = p.parse_args()
+    device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     load = os.getloadavg()
-    f32 = matmul_gflops(torch.float32)
-    bf16 = has_fast_bf16()
+    f32 = matmul_gflops(torch.float32, device)
+    bf16 = has_fast_bf16(device)
+    bf16_rate = matmul_gflops(torch.bfloat16, device) if bf16 else float("nan")
+    where = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
+    )
     print(
         f"{args.threads} thread(s); load averages {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
-        f"CPU capability {torch.backends.cpu.get_cpu_capability()}; float32 matmul "
-        f"{f32:.1f} GFLOP/s; native bf16: {'yes' if bf16 else 'no'}"
-        + (f" (bf16 matmul {matmul_gflops(torch.bfloat16):.1f} GFLOP/s)" if bf16 else "")
+        f"{where}; float32 matmul {f32:.1f} GFLOP/s; native bf16: {'yes' if bf16 else 'no'}"
+        + (f" (bf16 matmul {bf16_rate:.1f} GFLOP/s)" if bf16 else "")
     )
-    for name, (old, new, n) in workloads(args.latent_dim, args.batch, args.decode_batch).items():
+    parts = workloads(args.latent_dim, args.batch, args.decode_batch, device)
+    for name, (old, new, n) in parts.items():
         old(), new()  # warm-up
         gflop = flops(old) / 1e9
         fns = {"contiguous": old, "channels_last": new}
         if bf16:
-            fns["channels_last+bf16"] = lambda new=new: _bf16(new)
-        t = median_times(fns, args.repeats)
+            fns["channels_last+bf16"] = lambda new=new: _bf16(new, device)
+        t = median_times({k: _synced(f, device) for k, f in fns.items()}, args.repeats)
         base = t["contiguous"][0]
         cols = "; ".join(
-            f"{k} {v[0] * 1e3:.0f} ms ({base / v[0]:.2f}x, {gflop / v[0]:.1f} GFLOP/s = "
-            f"{gflop / v[0] / f32:.0%} of float32 matmul)"
+            f"{k} {v[0] * 1e3:.1f} ms ({base / v[0]:.2f}x, {gflop / v[0]:.1f} GFLOP/s = "
+            f"{gflop / v[0] / f32:.0%} of float32 matmul"
+            + (f", {gflop / v[0] / bf16_rate:.0%} of bf16" if bf16 else "")
+            + ")"
             for k, v in t.items()
         )
         print(f"{name} ({n} records, {gflop:.1f} GFLOP): {cols}")
 
 
-def _bf16(fn) -> None:
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+def _synced(fn, device: torch.device):
+    def run() -> None:
+        fn()
+        _sync(device)
+
+    return run
+
+
+def _bf16(fn, device: torch.device) -> None:
+    with torch.autocast(device.type, dtype=torch.bfloat16):
         fn()
 
 
