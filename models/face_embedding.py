@@ -29,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -96,8 +98,11 @@ class FaceDescriptor:
     """dlib's face descriptor on (N, 3, H, W) images in [0, 1]; codes are (N, 128) float64.
 
     ``engine="torch"`` (the default) runs the PyTorch port on ``device`` (channels-last on the
-    CPU); ``engine="dlib"`` calls dlib's ``compute_face_descriptor`` (CPU only). Both see the
-    same uint8 chips (:func:`chip_pixels`, computed on the CPU whatever the device)."""
+    CPU; IEEE float32, not TF32, on CUDA); ``engine="dlib"`` calls dlib's
+    ``compute_face_descriptor`` (CPU only). Both see the same uint8 chips (:func:`chip_pixels`,
+    computed on the CPU whatever the device). Torch's bilinear resizing can round a few pixels
+    differently at another thread count (as it did before the port), moving a code by about
+    3e-5."""
 
     def __init__(self, device: str | torch.device = "cpu", *, engine: Engine = "torch") -> None:
         require()
@@ -144,8 +149,23 @@ class FaceDescriptor:
         """The (n, 128) codes of (n, 3, 150, 150) uint8 chips."""
         if self.engine == "dlib":
             return np.array(self._rec.compute_face_descriptor(_hwc(pixels)))
-        with torch.inference_mode():
+        with torch.inference_mode(), _ieee_float32(self.device):
             return self._net(pixels.to(self.device)).cpu().double().numpy()
+
+
+@contextmanager
+def _ieee_float32(device: torch.device) -> Iterator[None]:
+    """On CUDA, convolutions and matrix products in IEEE float32 while the descriptor runs: cuDNN
+    takes TF32 (a 10-bit mantissa) by default, which would move the codes off dlib's."""
+    if device.type != "cuda":
+        yield
+        return
+    conv, matmul = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, matmul
 
 
 def chip_pixels(x: torch.Tensor) -> torch.Tensor:
