@@ -2,24 +2,30 @@
 """What one paper-profile cell costs, from measured fractions: the parts of a cell timed on a few
 epochs or records and extrapolated to the paper profile's sizes.
 
-  python benchmarks/bench_paper_cell.py [--dataset lfw20] [--data-home DIR] \
-      [--train-epochs 1] [--attack-records 8] [--classifier-epochs 1]
+  python benchmarks/bench_paper_cell.py [--dataset lfw20] [--data-home DIR] [--device cuda] \
+      [--train-epochs 1] [--attack-records 8] [--classifier-epochs 1] [--profile paper]
 
 Paper 003's profile (``--profile paper``): the target VAE trains 1000 epochs on all of D_train
-(batch 32, latent 100); the reconstruction attack decodes N = 300 samples per record for 2000
-attacked records (MSE and SSIM); the classifier trains up to 100 epochs (early stopping) on
-2000 generated records, and once per dataset and seed on the real D_train. This script times, on
-the dataset's real records and shapes, in one process:
+(batch 32, latent 100); every attack of the sweep's list the release allows runs on D_atk (the
+reconstruction attack decodes N = 300 samples per record, MSE and SSIM); R = 8 reference VAEs
+copying the mechanism (and, for a private cell, R non-private ones shared by the seed's cells)
+train where the cell leaves at least 20 reference records; the utility classifier is the
+dataset's (LFW20's face-embedding: the descriptor on 2000 generated faces and a logistic
+regression; else a network trained up to 100 epochs), and once per dataset and seed on the real
+D_train. This script times, on the dataset's real records and shapes, on ``--device``, in one
+process:
 
 - one epoch of non-private training (Adam) and one of DP-Adam (``cdp``, z = 1, book-keeping
   per-example gradients) on all of D_train;
-- the reconstruction attack (MSE and SSIM, N = 300) on ``--attack-records`` records;
-- one classifier epoch on 2000 records of the record shape (the dataset's paper-profile
-  classifier: LFW20's residual net);
+- every attack of the sweep's list (``audit.attack_plan.SWEEP_ATTACKS``) on
+  ``--attack-records`` records, with R stand-in reference models where the cell would train some
+  (the attacks' cost does not depend on how the models were trained);
+- generation and the utility classifier on |D_gen| records of the record shape;
 
 and prints each part's extrapolation and the cell's total for mech none and for a DP-Adam cell.
-The validation schedule (a fixed D_val subsample every 10 epochs; ``bench_validation.py``) and
-generation are left out (under 2 % of training there).
+The validation schedule (a fixed D_val subsample every 10 epochs; ``bench_validation.py``) is
+left out (under 2 % of training there). ``--profile`` estimates another profile's cell the same
+way (its epochs, D_train cap, N, R, |D_gen|).
 """
 
 from __future__ import annotations
@@ -33,20 +39,28 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attacks import AttackData, Distance, ReconstructionAttack
-from audit.config import PROFILES, ProfileName, profile_for_dataset
+from attacks import AttackData
+from attacks.threat import Records, Release, ReleaseKind
+from audit.attack_plan import SWEEP_ATTACKS, attack_settings
+from audit.config import ProfileName, profile_for_dataset
 from audit.datasets import load_dataset, stratified_split
+from audit.mechanisms.mechanism import Context
+from audit.pipeline import MIN_REFERENCE_RECORDS, balanced_subset, run_release_attacks
 from dpvae_core.progress import null_progress
+from dpvae_core.seeding import Purpose, numpy_rng
 from models.dp import DPSettings, train_dp_vae
+from models.face_embedding import FACE_EMBEDDING, embedding_accuracy
 from models.factory import CLASSIFIER_RECIPES, model_family
 from models.training import ClassifierSettings, VAETrainSettings, train_classifier, train_vae
 
-PAPER = PROFILES[ProfileName.PAPER]
 
-
-def _timed(fn) -> float:
+def _timed(fn, device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     start = time.perf_counter()
     fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     return time.perf_counter() - start
 
 
@@ -54,101 +68,176 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", default="lfw20")
     p.add_argument("--data-home", type=Path, default=None)
+    p.add_argument("--profile", default="paper", choices=[n.value for n in ProfileName])
+    p.add_argument("--device", default="cpu")
     p.add_argument("--train-epochs", type=int, default=1)
     p.add_argument("--attack-records", type=int, default=8)
     p.add_argument("--classifier-epochs", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
 
     data = load_dataset(args.dataset, data_home=args.data_home)
-    profile = profile_for_dataset(ProfileName.PAPER, args.dataset)
+    prof = profile_for_dataset(ProfileName(args.profile), args.dataset)
     split = stratified_split(data.y, fractions=data.split_fractions, seed=0)
-    x = torch.from_numpy(data.x[split.train])
-    y = torch.from_numpy(data.y[split.train])
+    train_idx = split.train
+    if prof.max_train is not None and prof.max_train < len(train_idx):
+        rng = numpy_rng(0, Purpose.SPLIT, "cap")
+        train_idx = balanced_subset(train_idx, data.y[train_idx], prof.max_train, rng)
+    x = torch.from_numpy(data.x[train_idx]).to(device)
+    y = torch.from_numpy(data.y[train_idx]).to(device)
     val = (x[:1], y[:1])  # validation is left out: one record, scored once per 10 epochs
     family = model_family(tuple(x.shape[1:]), data.num_classes)
-    n_train = len(x)
+    n_train, n_test = len(x), len(split.test)
+    n_each = min(n_train, n_test)
+    if prof.attack_records is not None:
+        n_each = min(n_each, prof.attack_records // 2)
+    n_reference = n_test - n_each
+    refs = prof.reference_models if n_reference >= MIN_REFERENCE_RECORDS else 0
+    ref_records = min(n_reference // 2, n_train)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
-        f"{args.dataset}: |D_train| = {n_train} (paper profile: all of it), record "
-        f"{tuple(x.shape[1:])}, {data.num_classes} classes; {args.threads} threads"
+        f"{args.dataset}, profile {args.profile}: |D_train| = {n_train}, |D_atk| = 2 x {n_each}, "
+        f"{n_reference} reference records ({refs} reference models of {ref_records} records), "
+        f"record {tuple(x.shape[1:])}, {data.num_classes} classes; {where}, "
+        f"{args.threads} threads"
     )
 
-    def settings(epochs: int) -> VAETrainSettings:
+    def settings(epochs: int, batch: int = prof.batch_size) -> VAETrainSettings:
         return VAETrainSettings(
-            epochs=epochs, batch_size=PAPER.batch_size, lr=PAPER.lr, beta=PAPER.beta, seed=0
-        )
+            epochs=epochs, batch_size=batch, lr=prof.lr, beta=prof.beta, seed=0,
+            device=str(device),
+        )  # fmt: skip
+
+    def vae(dp: bool = True) -> torch.nn.Module:
+        return family.target_vae(latent_dim=prof.latent_dim, per_example_gradients=dp).to(device)
 
     # warm-up (first-call allocations, kernel selection): one untimed epoch of each loop
-    warm = family.target_vae(latent_dim=PAPER.latent_dim, per_example_gradients=False)
-    train_vae(warm, (x[:64], y[:64]), val, settings(1))
+    train_vae(vae(False), (x[:64], y[:64]), val, settings(1))
     dp = DPSettings(noise_multiplier=1.0, clip_norm=1.0, noise_seed=0)
-    train_dp_vae(
-        family.target_vae(latent_dim=PAPER.latent_dim), (x[:64], y[:64]), val, settings(1), dp
-    )
+    train_dp_vae(vae(), (x[:64], y[:64]), val, settings(1), dp)
     torch.manual_seed(0)
-    model = family.target_vae(latent_dim=PAPER.latent_dim, per_example_gradients=False)
-    plain = _timed(lambda: train_vae(model, (x, y), val, settings(args.train_epochs)))
+    model = vae(False)
+    plain = _timed(lambda: train_vae(model, (x, y), val, settings(args.train_epochs)), device)
     plain /= args.train_epochs
     torch.manual_seed(0)
-    model_dp = family.target_vae(latent_dim=PAPER.latent_dim)
-    private = _timed(lambda: train_dp_vae(model_dp, (x, y), val, settings(args.train_epochs), dp))
+    private = _timed(
+        lambda: train_dp_vae(vae(), (x, y), val, settings(args.train_epochs), dp), device
+    )
     private /= args.train_epochs
 
-    k = min(args.attack_records, n_train)
-    attack = ReconstructionAttack(
-        n_samples=PAPER.attack_samples, distances=(Distance.MSE, Distance.SSIM), seed=0
-    )
-    records = AttackData(x=x[:k], y=y[:k], is_member=np.arange(k) % 2 == 0)
+    # every attack the whole-VAE release allows, with R stand-in reference models
     inference = family.for_inference(model).eval()
-    per_record = _timed(lambda: attack.run(inference, records)) / k
-
-    n_gen = PAPER.gen_records or 2000
-    gx = torch.rand((n_gen, *x.shape[1:]))
-    gy = torch.randint(data.num_classes, (n_gen,))
-    kind = profile.classifier
-    csettings = ClassifierSettings(
-        epochs=args.classifier_epochs,
-        patience=args.classifier_epochs,
-        **CLASSIFIER_RECIPES.get(kind or "", {}),
+    n_gen = prof.gen_records or n_train
+    gy = torch.from_numpy(np.arange(n_gen) % data.num_classes)
+    gen = _timed(lambda: _generate(inference, gy, prof.latent_dim, device), device)
+    gx = _generate(inference, gy, prof.latent_dim, device)
+    k = min(args.attack_records, n_train)
+    records = AttackData(x=x[:k].cpu(), y=y[:k].cpu(), is_member=np.arange(k) % 2 == 0)
+    test_x = torch.from_numpy(data.x[split.test])
+    test_y = torch.from_numpy(data.y[split.test])
+    release = Release.of_kind(
+        ReleaseKind.WHOLE_VAE,
+        model=inference,
+        samples=Records(gx, gy),
+        reference=Records(test_x[:n_reference], test_y[:n_reference]) if refs else None,
+        reference_models=(inference,) * refs,
     )
-    per_cls_epoch = _timed(
-        lambda: train_classifier(
-            partial(family.classifier, kind),
-            (gx, gy),
-            (gx[:64], gy[:64]),
-            csettings,
-            progress=null_progress,
+    if refs:
+        from dataclasses import replace
+
+        release = replace(release, nonprivate_reference_models=(inference,) * refs)
+    att = attack_settings(attack_samples=prof.attack_samples, modality=family.modality)
+    ctx = Context(device=str(device), progress=null_progress)
+    attack_s = {}
+    for name in SWEEP_ATTACKS:
+        try:
+            seconds = _timed(
+                lambda n=name: run_release_attacks(
+                    [n], release, records, settings=att, seed=0, ctx=ctx
+                ),
+                device,
+            )
+        except ValueError:  # the release lacks what the attack needs (no reference records)
+            continue
+        attack_s[name] = seconds / k * 2 * n_each
+
+    # the utility classifier on D_gen (and, once per dataset and seed, on the real D_train)
+    kind = prof.classifier
+    if kind == FACE_EMBEDDING:
+        reps = math.ceil(n_gen / n_train)
+        faces = torch.cat([x.cpu()] * reps)[:n_gen]  # real faces stand in for generated ones
+        pair = (faces, gy)
+        classifier = _timed(
+            lambda: embedding_accuracy(pair, pair, (test_x, test_y), device=device), device
         )
-    )
-    per_cls_epoch /= args.classifier_epochs
+        cls_label = f"face-embedding utility on D_gen ({n_gen} faces; D_test's codes once)"
+    else:
+        csettings = ClassifierSettings(
+            epochs=args.classifier_epochs,
+            patience=args.classifier_epochs,
+            device=str(device),
+            **CLASSIFIER_RECIPES.get(kind or "", {}),
+        )
+        per_epoch = _timed(
+            lambda: train_classifier(
+                partial(family.classifier, kind),
+                (gx.cpu(), gy),
+                (gx[:64].cpu(), gy[:64]),
+                csettings,
+                progress=null_progress,
+            ),
+            device,
+        )
+        classifier = per_epoch / args.classifier_epochs * prof.classifier_epochs
+        cls_label = f"classifier on D_gen ({n_gen} records, <= {prof.classifier_epochs} epochs)"
 
-    atk_records = min(PAPER.attack_records or 2 * n_train, 2 * n_train)
-    train_none, train_dp = plain * PAPER.epochs, private * PAPER.epochs
-    attack_s = per_record * atk_records
-    classifier_s = per_cls_epoch * PAPER.classifier_epochs
-    parts = {
-        "train, none (1000 epochs)": train_none,
-        "train, DP-Adam (1000 epochs)": train_dp,
-        f"attack, N = {PAPER.attack_samples}, {atk_records} records, MSE+SSIM": attack_s,
-        f"classifier on D_gen ({n_gen} records, <= {PAPER.classifier_epochs} epochs)": (
-            classifier_s
-        ),
-    }
+    epochs = prof.epochs
+    ref_share = ref_records / n_train
+    train_none, train_dp = plain * epochs, private * epochs
+    # a reference model trains as many epochs on ref_records records; batches shrink with them
+    ref_dp = refs * private * epochs * ref_share
+    ref_plain = refs * plain * epochs * ref_share
+    rest = sum(attack_s.values()) + gen + classifier
     print(
-        f"measured: one epoch none {plain:.2f} s, one epoch DP-Adam {private:.2f} s "
-        f"({private / plain:.2f}x), attack {per_record:.2f} s per record, classifier "
-        f"{per_cls_epoch:.2f} s per epoch"
+        f"measured: one epoch none {plain:.3f} s, one epoch DP-Adam {private:.3f} s "
+        f"({private / plain:.2f}x), generation of {n_gen} {gen:.2f} s, "
+        + ", ".join(f"{n} {v / (2 * n_each) * 1e3:.1f} ms/record" for n, v in attack_s.items())
     )
+    parts = {
+        f"train, none ({epochs} epochs)": train_none,
+        f"train, DP-Adam ({epochs} epochs)": train_dp,
+        f"{refs} reference models copying DP-Adam (per DP cell)": ref_dp,
+        f"{refs} non-private reference models (once per seed, charged to none)": ref_plain,
+        **{
+            f"attack {n} (N = {prof.attack_samples}, {2 * n_each} records)": v
+            for n, v in attack_s.items()
+        },
+        f"generation ({n_gen})": gen,
+        cls_label: classifier,
+    }
     for label, seconds in parts.items():
-        print(f"  {label}: {seconds / 3600:.2f} h")
-    rest = attack_s + classifier_s
-    for label, train in (("none", train_none), ("DP-Adam", train_dp)):
-        print(f"one paper-profile cell, mech {label}: {(train + rest) / 3600:.2f} h")
+        print(f"  {label}: {seconds / 60:.1f} min")
+    for label, total in (
+        ("none", train_none + ref_plain + rest),
+        ("DP-Adam", train_dp + ref_dp + rest),
+    ):
+        print(f"one {args.profile}-profile cell, mech {label}: {total / 60:.1f} min")
     cells = 25
     for workers in (1, 4, 16, 64):
-        total = math.ceil(cells / workers) * (train_dp + rest)
+        total = math.ceil(cells / workers) * (train_dp + ref_dp + rest)
         print(f"  {cells} DP cells x 1 seed on {workers} such machine(s): {total / 3600:.1f} h")
+
+
+def _generate(model, labels: torch.Tensor, latent_dim: int, device: torch.device) -> torch.Tensor:
+    out = []
+    with torch.inference_mode():
+        for start in range(0, len(labels), 256):
+            yb = labels[start : start + 256].to(device)
+            z = torch.randn(len(yb), latent_dim, device=device)
+            out.append(model.decode(z, yb).float().cpu())
+    return torch.cat(out)
 
 
 if __name__ == "__main__":
