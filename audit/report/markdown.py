@@ -3,6 +3,7 @@ what was skipped, per dataset, profile and run configuration."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,6 +32,18 @@ def _eps(row: pd.Series | dict) -> str:
     return f"{text} ± {eps.half_width:.3g}" if eps.half_width > 0 else text
 
 
+def _majority_mark(row: pd.Series | dict) -> str:
+    """A mark after a sweet spot's accuracy where its mean is at or below D_test's majority-class
+    share (what a classifier that always answers the largest class scores): such a setting keeps
+    the attack down but its generated data teach the classifier nothing; '' otherwise or where
+    the rows carry no majority rate."""
+    majority = float(row.get("acc_majority", math.nan)) if "acc_majority" in row else math.nan
+    acc = float(row["acc"])
+    if math.isnan(majority) or math.isnan(acc) or acc > majority:
+        return ""
+    return f" (not above the majority rate {majority:.3f}: no utility)"
+
+
 def sweet_spot_table(spots: pd.DataFrame) -> str:
     headers = ["MI AP limit", "mech", "best setting", "ε", "attack power (max MI AP)", "acc"]
     rows = []
@@ -44,7 +57,7 @@ def sweet_spot_table(spots: pd.DataFrame) -> str:
                     r["param_label"],
                     _eps(r),
                     power,
-                    interval(r, "acc").format(),
+                    interval(r, "acc").format() + _majority_mark(r),
                 ]
             )
         else:
@@ -112,7 +125,9 @@ def render_markdown(
             "attack power (the largest MI AP over the distances, mean over seeds) is at most "
             f"the limit (paper 003, Section 5.2); limits {', '.join(f'{x:g}' for x in limits)}."
             " The baseline (none) is listed too: where it qualifies, no mechanism is needed. "
-            "A limit at or below the blind attacker's 95 % quantile cannot be told from chance.",
+            "A limit at or below the blind attacker's 95 % quantile cannot be told from chance; "
+            "an accuracy at or below D_test's majority rate is marked: that setting's generated "
+            "data carry no utility.",
             spots,
             "### Figures",
         ]
