@@ -162,7 +162,10 @@ PROFILES: dict[ProfileName, Profile] = {
         lr=1e-3,
         latent_dim=100,
         beta=1.0,
-        attack_samples=100,  # N: see the quick profile's note (N = 20 measured within noise)
+        # N: the reconstruction attack alone would do with 20 (the quick profile's note), but
+        # the profile's N is also latent search's Adam steps and the likelihood attack's
+        # importance samples, which that study did not measure: kept at 100.
+        attack_samples=100,
         attack_records=None,
         classifier_epochs=60,
         classifier_patience=8,
