@@ -29,14 +29,14 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from dpvae_core.precision import ieee_float32
 
 #: The classifier kind a profile names (``Profile.classifier``).
 FACE_EMBEDDING = "face-embedding"
@@ -149,23 +149,8 @@ class FaceDescriptor:
         """The (n, 128) codes of (n, 3, 150, 150) uint8 chips."""
         if self.engine == "dlib":
             return np.array(self._rec.compute_face_descriptor(_hwc(pixels)))
-        with torch.inference_mode(), _ieee_float32(self.device):
+        with torch.inference_mode(), ieee_float32(self.device):
             return self._net(pixels.to(self.device)).cpu().double().numpy()
-
-
-@contextmanager
-def _ieee_float32(device: torch.device) -> Iterator[None]:
-    """On CUDA, convolutions and matrix products in IEEE float32 while the descriptor runs: cuDNN
-    takes TF32 (a 10-bit mantissa) by default, which would move the codes off dlib's."""
-    if device.type != "cuda":
-        yield
-        return
-    conv, matmul = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, matmul
 
 
 def chip_pixels(x: torch.Tensor) -> torch.Tensor:

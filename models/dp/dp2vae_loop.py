@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from dpvae_core.digests import bucket_assignment, record_bucket
+from dpvae_core.precision import float32_training
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.schedule import dp_sgd_steps
 from dpvae_core.seeding import Purpose, derive_seed, torch_generator
@@ -363,6 +364,7 @@ def _pretrain_all(
     return vaes, steps
 
 
+@float32_training
 def train_dp2vae(
     model: nn.Module,
     train: Pair,

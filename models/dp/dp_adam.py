@@ -17,6 +17,7 @@ from typing import Protocol
 import torch
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
+from dpvae_core.precision import float32_training
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.schedule import dp_sgd_steps
 from dpvae_core.validation import check_non_negative, check_positive, check_positive_int
@@ -190,6 +191,7 @@ def check_per_example_objective(
     )
 
 
+@float32_training
 def train_dp_vae(
     model: ConditionalConvVAE,
     train: Pair,
