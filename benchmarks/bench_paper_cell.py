@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -131,8 +132,9 @@ def main() -> None:
     inference = family.for_inference(model).eval()
     n_gen = prof.gen_records or n_train
     gy = torch.from_numpy(np.arange(n_gen) % data.num_classes)
-    gen = _timed(lambda: _generate(inference, gy, prof.latent_dim, device), device)
-    gx = _generate(inference, gy, prof.latent_dim, device)
+    out: list[torch.Tensor] = []
+    gen = _timed(lambda: out.append(_generate(inference, gy, prof.latent_dim, device)), device)
+    gx = out[0]
     k = min(args.attack_records, n_train)
     records = AttackData(x=x[:k].cpu(), y=y[:k].cpu(), is_member=np.arange(k) % 2 == 0)
     test_x = torch.from_numpy(data.x[split.test])
@@ -144,10 +146,7 @@ def main() -> None:
         reference=Records(test_x[:n_reference], test_y[:n_reference]) if refs else None,
         reference_models=(inference,) * refs,
     )
-    if refs:
-        from dataclasses import replace
-
-        release = replace(release, nonprivate_reference_models=(inference,) * refs)
+    release = replace(release, nonprivate_reference_models=(inference,) * refs)
     att = attack_settings(attack_samples=prof.attack_samples, modality=family.modality)
     ctx = Context(device=str(device), progress=null_progress)
     attack_s = {}
