@@ -37,7 +37,7 @@ def _majority_mark(row: pd.Series | dict) -> str:
     share (what a classifier that always answers the largest class scores): such a setting keeps
     the attack down but its generated data teach the classifier nothing; '' otherwise or where
     the rows carry no majority rate."""
-    majority = float(row.get("acc_majority", math.nan)) if "acc_majority" in row else math.nan
+    majority = float(row.get("acc_majority", math.nan))
     acc = float(row["acc"])
     if math.isnan(majority) or math.isnan(acc) or acc > majority:
         return ""

@@ -86,7 +86,6 @@ def test_dp2vae_runs_in_float32_on_cuda(monkeypatch, tf32_on):
     dp2 = SimpleNamespace(subsets=2, max_batch_size=None)
     monkeypatch.setattr(dp2vae_loop, "_pretrain_all", lambda *a: ((), 0))
     monkeypatch.setattr(dp2vae_loop, "reinitialise_decoder", lambda *a, **k: None)
-    monkeypatch.setattr(dp2vae_loop, "decoder_parameters", lambda model: [], raising=False)
 
     def call():
         dp2vae_loop.train_dp2vae(_Model(), pair, settings, SimpleNamespace(clip_norm=1.0), dp2)
