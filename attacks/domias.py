@@ -15,6 +15,7 @@ p_ref is not tiny. The densities are unconditional: labels are ignored.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -34,6 +35,8 @@ from attacks.attack import (
 )
 from attacks.features import Features, pca_features
 from attacks.threat import Capability, Records, Release
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,8 +116,24 @@ def log_density_ratio(
     record_chunk: int,
     progress: ProgressFn | None = None,
 ) -> np.ndarray:
-    """(n,) float64 log p_gen(f(x)) - log p_ref(f(x)) for records x (n, *shape)."""
-    p_gen = fit_kde(samples, project, label="generated samples")
+    """(n,) float64 log p_gen(f(x)) - log p_ref(f(x)) for records x (n, *shape).
+
+    Generated samples whose projections lie in a lower-dimensional subspace (a collapsed or
+    diverged generator: identical or saturated images) have no density to estimate; every
+    score is then NaN, with a warning, as for a diverged model's other scores
+    (:meth:`attacks.attack.Attack.run_release` ranks them and says so), instead of an error
+    that would end the sweep. Degenerate reference records, the population's, still raise.
+    """
+    try:
+        p_gen = fit_kde(samples, project, label="generated samples")
+    except np.linalg.LinAlgError:
+        logger.warning(
+            "DOMIAS: the generated samples' projections lie in a lower-dimensional subspace "
+            "(a collapsed generator?); no density to estimate, every score NaN"
+        )
+        if progress is not None:
+            progress(x.shape[0])
+        return np.full(x.shape[0], np.nan)
     p_ref = fit_kde(reference, project, label="reference records")
     out = np.empty(x.shape[0], dtype=np.float64)
     for start in range(0, x.shape[0], record_chunk):

@@ -14,6 +14,7 @@ from audit.datasets import check_dataset_name, resolve_window_stride
 from audit.executors import ExecutorName, RaySettings
 from audit.options import MechanismOptions
 from dpvae_core.digests import json_digest
+from dpvae_core.precision import parse_precision
 from dpvae_core.validation import check_device_name, parse_enum
 from models.factory import CLASSIFIERS
 
@@ -251,7 +252,7 @@ def check_cache_schema(config: Mapping[str, Any], where: object) -> None:
 
 #: Cell options that say how the run and its data were set up (not a mechanism's): the profile's
 #: name, a windowed dataset's stride, the data's content hash.
-RUN_OPTIONS = ("profile_name", "window_stride", "data_sha256")
+RUN_OPTIONS = ("profile_name", "window_stride", "data_sha256", "precision")
 
 
 #: The settings every cell's identity holds; any other is in it only where not at its default.
@@ -331,8 +332,25 @@ class CellConfig:
     def noise_key(self) -> str:
         """What keys the cell's noise draws (DP noise, local perturbations, term-wise partitions):
         16 hex digits of its :meth:`identity`, so that two cells never share a draw and a new
-        cache schema redraws nothing."""
-        return json_digest(self.identity())
+        cache schema redraws nothing. A mixed-precision cell takes its float32 twin's
+        (:attr:`draws`)."""
+        return json_digest(self.draws.identity())
+
+    @property
+    def precision(self) -> str:
+        """The arithmetic of the cell's non-private computations (:mod:`dpvae_core.precision`):
+        the ``precision`` run option, float32 where unset."""
+        return str(self.option("precision", "float32"))
+
+    @property
+    def draws(self) -> CellConfig:
+        """The cell whose random draws this cell makes: itself in float32, else its float32
+        twin (the ``precision`` option removed). Precision changes the arithmetic, not what is
+        drawn, so a bf16 cell and its float32 twin share noise, shuffling and seeds, and their
+        rows compare paired."""
+        if "precision" not in dict(self.options):
+            return self
+        return replace(self, options=tuple((k, v) for k, v in self.options if k != "precision"))
 
     @property
     def reference_models(self) -> int:
@@ -386,6 +404,7 @@ class SweepConfig:
     report: bool = True  # write OUT/report at the end (no cell's hash depends on it)
     attacks: tuple[str, ...] | None = None
     audit: bool = False  # --canary-audit: each private cell runs its mechanism's empirical audit
+    precision: str = "float32"  # --precision: autocast of the non-private computations
 
     def __post_init__(self) -> None:
         check_dataset_name(self.dataset)
@@ -405,6 +424,7 @@ class SweepConfig:
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct, got {list(self.seeds)}")
         check_device_name(self.device)
+        object.__setattr__(self, "precision", parse_precision(self.precision).value)
         if self.grid is not None:
             if not self.grid:
                 raise ValueError("--grid needs at least one value")
@@ -421,6 +441,11 @@ class SweepConfig:
         a windowed dataset (the effective stride, default included), else nothing."""
         stride = resolve_window_stride(self.dataset, self.window_stride)
         return () if stride is None else (("window_stride", stride),)
+
+    def precision_options(self) -> tuple[tuple[str, Any], ...]:
+        """The precision as a cell option: ``(("precision", "bf16"),)``, nothing for float32
+        (so float32 cells keep the hashes they had before the option existed)."""
+        return () if self.precision == "float32" else (("precision", self.precision),)
 
 
 def override_profile(profile: Profile, **overrides: Any) -> Profile:

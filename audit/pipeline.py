@@ -43,6 +43,7 @@ from audit.reference_models import (
 from audit.results import AttackedRecords, write_attack_set
 from audit.rows import Row
 from audit.target_training import TrainedTarget, train_target
+from dpvae_core.precision import mixed_precision
 from dpvae_core.records import Modality
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
 from models.face_embedding import FACE_EMBEDDING, embedding_accuracy
@@ -343,6 +344,7 @@ def classifier_settings(cell: CellConfig, device: str, purpose: str) -> Classifi
         patience=p.classifier_patience,
         seed=derive_seed(cell.seed, Purpose.CLASSIFIER, purpose) % 2**31,
         device=device,
+        precision=cell.precision,
         **CLASSIFIER_RECIPES.get(p.classifier or "", {}),
     )
 
@@ -371,7 +373,8 @@ def classifier_accuracy(
     model = train_classifier(
         partial(family.classifier, kind), train, val, settings, progress=ctx.progress, desc=desc
     )
-    return accuracy(model, test)
+    with mixed_precision(settings.device, settings.precision):
+        return accuracy(model, test)
 
 
 #: An epoch loss this many times the first epoch's (the untrained model's) is divergence: a
@@ -469,13 +472,14 @@ def generate_and_classify(
     D_test of the classifier trained on it (early stopping on a held-out share of D_gen).
     """
     labels = generation_labels(cell, data)
-    gen_x, gen_y = generate(
-        target.model,
-        labels,
-        seed=cell.seed,
-        method=target.family.generation,
-        source=target.prepared.train,
-    )
+    with mixed_precision(ctx.device, cell.precision):  # the decoders return float32
+        gen_x, gen_y = generate(
+            target.model,
+            labels,
+            seed=cell.seed,
+            method=target.family.generation,
+            source=target.prepared.train,
+        )
     gen_x, nonfinite = finite_records(gen_x)
     if nonfinite:
         log.warning(
@@ -542,7 +546,8 @@ def attack_target(
             reference_models=copying.modules(device=ctx.device),
             nonprivate_reference_models=plain[0].modules(device=ctx.device) if plain else (),
         )
-    results = run_attacks(cell, release, atk_data, ctx, modality=target.family.modality)
+    with mixed_precision(ctx.device, cell.precision):  # decoding; the scores come out float32
+        results = run_attacks(cell, release, atk_data, ctx, modality=target.family.modality)
     notes = {
         "reference": reference_note(data, cell, reference, references),
         **not_run_note(cell, release),

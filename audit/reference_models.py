@@ -104,6 +104,7 @@ class ReferenceRecipe:
         training: digest of the copied cell's whole identity but its seed (grid value, mechanism
             options, profile, data hash: everything its training may read); empty for
             non-private Adam.
+        precision: the cell's (:mod:`dpvae_core.precision`); in the key only where not float32.
     """
 
     family: str
@@ -118,6 +119,7 @@ class ReferenceRecipe:
     mechanism: str = NONPRIVATE
     copies: str = ""
     training: str = ""
+    precision: str = "float32"
 
     @property
     def nonprivate(self) -> bool:
@@ -174,6 +176,8 @@ class ReferenceSpec:
         """The spec as plain JSON data (:attr:`copied` left out: the recipe digests it)."""
         body = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "copied"}
         body["recipe"] = asdict(self.recipe)
+        if body["recipe"]["precision"] == "float32":  # float32 keys as before the field existed
+            del body["recipe"]["precision"]
         return json.loads(json.dumps(body))
 
     @property
@@ -291,6 +295,7 @@ def cell_spec(
         n_reference=len(reference),
         n_train=len(data.train[0]),
     )
+    recipe = replace(recipe, precision=cell.precision)
     copied = None
     if copy_mechanism and cell.mech.value != NONPRIVATE:
         batch = min(recipe.batch_size, recipe.records_per_model)
@@ -392,6 +397,7 @@ def train_reference_model(
             beta=recipe.beta,
             seed=derive_seed(spec.seed, Purpose.REFERENCE, "train", index),
             device=device,
+            precision=recipe.precision,
         )
         train_vae(model, pair, val, settings, progress=progress)
         trained = model.state_dict()

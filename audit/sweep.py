@@ -127,7 +127,12 @@ def build_cells(
             None,
             seed,
             config.profile,
-            (("profile_name", config.profile_name.value), *config.data_options(), *data),
+            (
+                ("profile_name", config.profile_name.value),
+                *config.data_options(),
+                *data,
+                *config.precision_options(),
+            ),
             attacks=attacks[MechanismName.NONE.value],
         )
         pairs.append((base, base))
@@ -261,6 +266,8 @@ def _acc_real_key(dataset: Dataset, cell: CellConfig, device: str) -> str:
     p = cell.profile
     if p.balanced_train or p.classifier is not None:  # unset: the key older caches had
         extra.append(["balanced_train", p.balanced_train, "classifier", p.classifier])
+    if settings.precision != "float32":  # not in the settings' repr
+        extra.append(["precision", settings.precision])
     return json.dumps([dataset.name, content, cell.seed, p.max_train, repr(settings), *extra])
 
 

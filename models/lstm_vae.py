@@ -19,6 +19,8 @@ from opacus.layers import DPLSTM
 from torch import nn
 from torch.nn import functional as F
 
+from dpvae_core.precision import upcast
+
 #: Units of the encoder LSTM and of the decoder's first LSTM (paper 003, Figure 2b).
 PAPER_HIDDEN = 164
 
@@ -146,18 +148,19 @@ class LstmVAE(nn.Module):
         """(mu, logvar) of q(z | x), each (B, latent_dim); ``y`` is ignored."""
         out, _ = self.encoder(x)
         last = out[:, -1]
-        return self.fc_mu(last), self.fc_logvar(last)
+        return upcast(self.fc_mu(last)), upcast(self.fc_logvar(last))  # float32 under autocast
 
     def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Series (B, T, F) in (-1, 1) from latents (B, latent_dim); ``y`` is ignored."""
         repeated = z.unsqueeze(1).expand(-1, self.length, -1)
         h, _ = self.decoder(repeated)
         out, _ = self.output(h)
-        return out.contiguous()  # DPLSTM's batch-first output is a transposed view (nn.LSTM's not)
+        # DPLSTM's batch-first output is a transposed view (nn.LSTM's not); float32 under autocast
+        return upcast(out.contiguous())
 
     def classify(self, mu: torch.Tensor) -> torch.Tensor:
         """Class logits (B, num_classes) of the auxiliary classifier on mu."""
-        return self.classifier(mu)
+        return upcast(self.classifier(mu))
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor

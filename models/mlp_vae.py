@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from dpvae_core.precision import upcast
 from dpvae_core.validation import check_positive_int
 from models.priors import GaussianMixturePrior, diagonal_gaussian_log_prob, monte_carlo_kl
 
@@ -110,15 +111,16 @@ class MlpVAE(nn.Module):
     def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(mu, logvar) of q(z | x) (of q(z | x, y) if conditional), each (B, latent_dim)."""
         h = self.encoder(self._with_label(x, y))
-        return self.fc_mu(h), self.fc_logvar(h)
+        return upcast(self.fc_mu(h)), upcast(self.fc_logvar(h))  # float32 under mixed precision
 
     def decode_distribution(
         self, z: torch.Tensor, y: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and standard deviation of p(x | z), each (B, data_dim) for z (B, latent_dim),
         or (B, L, data_dim) for z (B, L, latent_dim)."""
-        h = self.decoder(self._with_label(z, y))
-        return self.fc_out_mean(h), F.softplus(self.fc_out_scale(h)) + MIN_DECODER_STD
+        h = self.decoder(self._with_label(z, y))  # the likelihood's parameters in float32:
+        mean, scale = upcast(self.fc_out_mean(h)), upcast(self.fc_out_scale(h))
+        return mean, F.softplus(scale) + MIN_DECODER_STD
 
     def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The likelihood's mean (B, data_dim): the reconstruction of a latent z (B, latent_dim)."""

@@ -15,6 +15,7 @@ import math
 
 import torch
 
+from dpvae_core.precision import ieee_float32
 from models.lstm_vae import PAPER_HIDDEN, LstmVAE
 from models.vae import ConditionalConvVAE
 
@@ -143,7 +144,9 @@ class NoiseBound:
         was_training = self.training  # type: ignore[attr-defined]
         self.eval()  # type: ignore[attr-defined]
         out = []
-        with torch.inference_mode():
+        # float32 (autocast off, no TF32) whatever the caller's precision: the bound, the floor
+        # and the noise the claim reads are float32 arithmetic
+        with torch.inference_mode(), ieee_float32(device):
             for start in range(0, len(x), batch_size):
                 sl = slice(start, start + batch_size)
                 xb, yb = x[sl].to(device), y[sl].to(device)

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from dpvae_core.precision import grad_scaler, mixed_precision
 from dpvae_core.progress import ProgressFactory, null_progress
 from models.vae import ConditionalConvVAE, vae_loss_terms
 
@@ -74,6 +75,8 @@ class VAETrainSettings:
     seed: int
     device: str = "cpu"
     validation: ValidationSchedule = field(default_factory=ValidationSchedule)
+    #: autocast precision of :func:`train_vae` (:mod:`dpvae_core.precision`); DP loops ignore it
+    precision: str = "float32"
 
 
 @runtime_checkable
@@ -210,8 +213,23 @@ def train_vae(
     """Adam on the mean negative ELBO for a fixed number of epochs (paper 003 trains 1000).
 
     Shuffling and reparameterisation noise come from a generator seeded with ``settings.seed``.
+    Forward and backward passes run in ``settings.precision`` (autocast; the loss in float32,
+    fp16 with a loss scaler), the weights and Adam's state in float32.
     """
+    with mixed_precision(settings.device, settings.precision):
+        return _train_vae(model, train, val, settings, progress=progress)
+
+
+def _train_vae(
+    model: ConditionalConvVAE,
+    train: Pair,
+    val: Pair,
+    settings: VAETrainSettings,
+    *,
+    progress: ProgressFactory,
+) -> TrainHistory:
     device = torch.device(settings.device)
+    scaler = grad_scaler(device)
     channels_last_model(model.to(device)).train()
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
     gen = torch.Generator().manual_seed(settings.seed)
@@ -233,8 +251,9 @@ def train_vae(
                 beta=settings.beta,
             )
             opt.zero_grad(set_to_none=True)
-            loss.mean().backward()
-            opt.step()
+            scaler.scale(loss.mean()).backward()
+            scaler.step(opt)
+            scaler.update()
             seen, total = seen + len(idx), total + float(loss.detach().sum())
         history.train_loss.append(total / max(seen, 1))
         record_validation(model, val, val_subset, settings, history, epoch)
@@ -274,6 +293,9 @@ class ClassifierSettings:
     label_smoothing: float = 0.0
     stop_on: StopOn = StopOn.LOSS
     weight_decay: float = 0.0
+    #: autocast precision of training and scoring (dpvae_core.precision); out of the repr, which
+    #: keys cached accuracies (audit.sweep), so float32 keys stay as they were
+    precision: str = field(default="float32", repr=False)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -358,7 +380,8 @@ def train_classifier(
     best-validation weights."""
     with torch.random.fork_rng(devices=[]):  # init and dropout draw from the default generator
         torch.manual_seed(settings.seed)
-        return _train_classifier(make_model, train, val, settings, progress=progress, desc=desc)
+        with mixed_precision(settings.device, settings.precision):
+            return _train_classifier(make_model, train, val, settings, progress=progress, desc=desc)
 
 
 def _train_classifier(
@@ -371,6 +394,7 @@ def _train_classifier(
     desc: str,
 ) -> nn.Module:
     model = channels_last_model(make_model().to(settings.device))
+    scaler = grad_scaler(settings.device)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     gen = torch.Generator().manual_seed(settings.seed)
     x_train, y_train = train
@@ -390,8 +414,9 @@ def _train_classifier(
                 label_smoothing=settings.label_smoothing,
             )
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         model.eval()
         score = _val_scores(model, val)
         bar.update(1)

@@ -8,6 +8,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from dpvae_core.precision import upcast
+
 ENCODER_CHANNELS = (32, 64, 128, 256)
 LEAKY_SLOPE = 0.2
 
@@ -85,7 +87,8 @@ class ConditionalConvVAE(nn.Module):
     def encode(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (mu, logvar) of q(z | x, y), each (B, latent_dim)."""
         h = torch.cat([self.encoder(self._pad(x)), self._one_hot(y).to(x.dtype)], dim=1)
-        return self.fc_mu(h), self.fc_logvar(h)
+        # float32 out under mixed precision (dpvae_core.precision); a no-op in float32
+        return upcast(self.fc_mu(h)), upcast(self.fc_logvar(h))
 
     def decode(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Map latents (B, latent_dim) and labels (B,) to images (B, C, H, W) in [0, 1]."""
@@ -93,7 +96,8 @@ class ConditionalConvVAE(nn.Module):
             self.fc_dec(torch.cat([z, self._one_hot(y).to(z.dtype)], dim=1)), LEAKY_SLOPE
         )
         h = h.view(-1, self.top_channels, 4, 4)
-        return torch.sigmoid(self.decoder(h))[:, :, : self.height, : self.width]
+        # the sigmoid in float32 under mixed precision: scores and losses read these values
+        return torch.sigmoid(upcast(self.decoder(h)))[:, :, : self.height, : self.width]
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor
@@ -117,7 +121,16 @@ def vae_loss_terms(
     KL(N(mu, diag(exp(logvar))) || N(0, I)) in closed form. A record whose reconstruction has a
     NaN (a diverged model's output) gets a NaN reconstruction term instead of an error; finite
     reconstructions get the same values and gradients as without the masks (no host sync).
+    Computed in float32 with autocast off (autocast refuses ``binary_cross_entropy``), whatever
+    the caller's precision (:mod:`dpvae_core.precision`).
     """
+    with torch.autocast(recon.device.type, enabled=False):
+        return _loss_terms(upcast(x), upcast(recon), upcast(mu), upcast(logvar))
+
+
+def _loss_terms(
+    x: torch.Tensor, recon: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     prob = recon.clamp(1e-6, 1 - 1e-6)  # +-inf clamp to the bounds; only NaN is left to mask
     nan = prob.isnan()
     rec = F.binary_cross_entropy(prob.masked_fill(nan, 0.5), x, reduction="none").flatten(1).sum(1)

@@ -57,6 +57,16 @@ def build_run_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", nargs="+", type=int, default=[0], help="root seeds, one run each")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument(
+        "--precision",
+        default="float32",
+        choices=["float32", "bf16", "fp16"],
+        help="arithmetic of the non-private computations (non-private and perturbation-VAE "
+        "training, generation, the attacks' decoding, the classifier): float32 (default), bf16 "
+        "(a GPU with bf16, or a CPU with AVX-512 BF16 or AMX) or fp16 (CUDA); autocast, float32 "
+        "weights. DP training, VAE-LDP's noise and the face descriptor stay float32. Part of "
+        "every cell's hash but float32's; one precision per --out",
+    )
+    p.add_argument(
         "--data-home",
         type=Path,
         default=None,
@@ -294,6 +304,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         report=args.report,
         attacks=tuple(args.attack) if args.attack else None,
         audit=args.canary_audit,
+        precision=args.precision,
     )
 
 
@@ -329,6 +340,9 @@ def run_main(argv: Sequence[str]) -> int:
     from dpvae_core.progress import null_progress
 
     _check_device_available(config.device)
+    from dpvae_core.precision import check_precision_supported
+
+    check_precision_supported(config.precision, config.device)
     result = run_sweep(
         config,
         progress=tqdm_progress if config.progress else null_progress,

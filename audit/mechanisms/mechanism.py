@@ -202,9 +202,7 @@ class Mechanism(ABC):
             self.check_modality(data.record_shape)
         self._check_options(options, batch_size=batch_size, data=data)
 
-    def _check_options(
-        self, options: Any, *, batch_size: int, data: DataFacts | None
-    ) -> None:
+    def _check_options(self, options: Any, *, batch_size: int, data: DataFacts | None) -> None:
         """A mechanism's own checks of :meth:`check_options` (``data`` None: before the data is
         loaded). The default accepts all."""
         return None
@@ -241,8 +239,9 @@ class Mechanism(ABC):
 def training_seed(cell: CellConfig) -> int:
     """The target's training seed (shuffling or Poisson coins, reparameterisation noise,
     DP2-VAE's subsets): keyed by the cell's configuration, as DP noise is, so no two cells of a
-    seed share these draws (their D_train and D_atk are shared, keyed by the seed alone)."""
-    return derive_seed(cell.seed, Purpose.TRAIN, cell.config_hash)
+    seed share these draws (their D_train and D_atk are shared, keyed by the seed alone). A
+    mixed-precision cell shares its float32 twin's draws (:attr:`CellConfig.draws`)."""
+    return derive_seed(cell.seed, Purpose.TRAIN, cell.draws.config_hash)
 
 
 def vae_settings(cell: CellConfig, ctx: Context) -> VAETrainSettings:
@@ -254,6 +253,7 @@ def vae_settings(cell: CellConfig, ctx: Context) -> VAETrainSettings:
         beta=p.beta,
         seed=training_seed(cell),
         device=ctx.device,
+        precision=cell.precision,
     )
 
 

@@ -97,6 +97,23 @@ def test_too_few_samples_for_the_kde_are_refused() -> None:
         DomiasAttack(seed=0).run_release(release, attack_set(2, 2, seed=0))
 
 
+def test_a_collapsed_generator_scores_nan_with_a_warning_not_an_error(caplog) -> None:
+    """A diverged model's D_gen (here: one image repeated) has no density; the attack says so
+    and returns NaN scores, which the attack ranks last, instead of ending the sweep (it did,
+    on a bf16 cell whose training had stalled: scipy's singular-covariance error)."""
+    x, y = uniform_records(60, SHAPE, seed=0)
+    collapsed = Records(x[:1].repeat(60, *([1] * (x.dim() - 1))), y)
+    ref_x, ref_y = uniform_records(50, SHAPE, seed=1)
+    release = Release(samples=collapsed, reference=Records(ref_x, ref_y))
+    with caplog.at_level("WARNING"):
+        result = DomiasAttack(seed=0).run_release(release, attack_set(4, 4, seed=0))[KEY]
+    assert result.nonfinite == 8 and np.ptp(result.scores) == 0  # all NaN, ranked as ties
+    assert "lower-dimensional subspace" in caplog.text
+    degenerate_reference = Release(samples=Records(x, y), reference=collapsed)
+    with pytest.raises(np.linalg.LinAlgError):
+        DomiasAttack(seed=0).run_release(degenerate_reference, attack_set(4, 4, seed=0))
+
+
 def test_bad_configuration_is_refused() -> None:
     with pytest.raises(ValueError, match="pca_components must be a positive integer, got 0"):
         DomiasAttack(seed=0, pca_components=0)

@@ -1,0 +1,206 @@
+#!/usr/bin/env python
+"""Mixed precision against float32, part by part, on one dataset's real records and shapes:
+what ``--precision bf16`` (and ``fp16`` on CUDA) buys each part of a cell.
+
+  python benchmarks/bench_precision.py [--dataset lfw20] [--data-home DIR] [--device cuda] \
+      [--profile quick] [--precisions float32 bf16 fp16] [--repeats 3] [--attack-records 16] \
+      [--no-dp]
+
+On ``--device``, in one process, the precisions take turns in every repeat (the first is the
+baseline; medians printed with their ratio to it) on one fixed workload:
+
+- one epoch of non-private training (Adam) on D_train (the profile's cap, batch and latent size);
+- one epoch of DP-Adam in the same run, for scale (it stays float32 under every precision);
+- generation of |D_gen| records;
+- every attack of the sweep's list the whole-VAE release allows on ``--attack-records`` records
+  (N = the profile's), with one stand-in reference model where an attack calibrates;
+- one epoch of the target classifier on D_gen where the profile's classifier is a network
+  (LFW20's face descriptor stays float32: it must match dlib's codes).
+
+The models are built from one seed, so every precision times the same weights. A device without
+the precision (a CPU without native bf16, fp16 off CUDA) is refused up front. Rows before and
+after are compared by ``benchmarks/compare_precision.py`` on two sweeps' ``runs.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attacks import AttackData
+from attacks.threat import Records, Release, ReleaseKind
+from audit.attack_plan import SWEEP_ATTACKS, attack_settings
+from audit.config import ProfileName, profile_for_dataset
+from audit.datasets import load_dataset, stratified_split
+from audit.mechanisms.mechanism import Context
+from audit.pipeline import balanced_subset, run_release_attacks
+from dpvae_core.precision import check_precision_supported, mixed_precision
+from dpvae_core.progress import null_progress
+from dpvae_core.seeding import Purpose, numpy_rng
+from models.dp import DPSettings, train_dp_vae
+from models.face_embedding import FACE_EMBEDDING
+from models.factory import CLASSIFIER_RECIPES, model_family
+from models.training import ClassifierSettings, VAETrainSettings, train_classifier, train_vae
+
+
+def _timed(fn, device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dataset", default="lfw20")
+    p.add_argument("--data-home", type=Path, default=None)
+    p.add_argument("--profile", default="quick", choices=[n.value for n in ProfileName])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precisions", nargs="+", default=["float32", "bf16"])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--attack-records", type=int, default=16)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--no-dp", action="store_true", help="leave out the DP-Adam epoch")
+    args = p.parse_args()
+    args.precisions = list(dict.fromkeys(args.precisions))  # each once
+    for precision in args.precisions:
+        check_precision_supported(precision, args.device)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+
+    data = load_dataset(args.dataset, data_home=args.data_home)
+    prof = profile_for_dataset(ProfileName(args.profile), args.dataset)
+    split = stratified_split(data.y, fractions=data.split_fractions, seed=0)
+    train_idx = split.train
+    if prof.max_train is not None and prof.max_train < len(train_idx):
+        rng = numpy_rng(0, Purpose.SPLIT, "cap")
+        train_idx = balanced_subset(train_idx, data.y[train_idx], prof.max_train, rng)
+    x = torch.from_numpy(data.x[train_idx])
+    y = torch.from_numpy(data.y[train_idx])
+    val = (x[:1], y[:1])
+    family = model_family(tuple(x.shape[1:]), data.num_classes)
+    n_gen = prof.gen_records or len(x)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(
+        f"{args.dataset}, profile {args.profile}: |D_train| = {len(x)}, batch {prof.batch_size}, "
+        f"latent {prof.latent_dim}, |D_gen| = {n_gen}, N = {prof.attack_samples}, "
+        f"{args.attack_records} attacked records; {where}, {args.threads} threads; "
+        f"medians of {args.repeats}, precisions taking turns"
+    )
+
+    def vae(dp: bool = False) -> torch.nn.Module:
+        torch.manual_seed(0)
+        return family.target_vae(latent_dim=prof.latent_dim, per_example_gradients=dp).to(device)
+
+    def settings(precision: str) -> VAETrainSettings:
+        return VAETrainSettings(
+            epochs=1, batch_size=prof.batch_size, lr=prof.lr, beta=prof.beta, seed=0,
+            device=str(device), precision=precision,
+        )  # fmt: skip
+
+    trained = vae()
+    train_vae(trained, (x, y), val, settings("float32"))  # the weights every precision attacks
+    inference = family.for_inference(trained).eval()
+    gy = torch.from_numpy(np.arange(n_gen) % data.num_classes)
+    k = min(args.attack_records, len(x))
+    records = AttackData(x=x[:k], y=y[:k], is_member=np.arange(k) % 2 == 0)
+    test_x = torch.from_numpy(data.x[split.test])
+    test_y = torch.from_numpy(data.y[split.test])
+    att = attack_settings(attack_samples=prof.attack_samples, modality=family.modality)
+    ctx = Context(device=str(device), progress=null_progress)
+    dp = DPSettings(noise_multiplier=1.0, clip_norm=1.0, noise_seed=0)
+
+    def generate(precision: str) -> torch.Tensor:
+        out = []
+        with torch.inference_mode(), mixed_precision(device, precision):
+            gen = torch.Generator(device=device).manual_seed(0)
+            for start in range(0, n_gen, 256):
+                yb = gy[start : start + 256].to(device)
+                z = torch.randn(len(yb), prof.latent_dim, device=device, generator=gen)
+                out.append(inference.decode(z, yb).cpu())
+        return torch.cat(out)
+
+    gx = generate("float32")
+    release = Release.of_kind(
+        ReleaseKind.WHOLE_VAE,
+        model=inference,
+        samples=Records(gx, gy),
+        reference=Records(test_x, test_y),
+        reference_models=(inference,),
+    )
+    release = replace(release, nonprivate_reference_models=(inference,))
+
+    def attack(name: str, precision: str) -> None:
+        with mixed_precision(device, precision):
+            run_release_attacks([name], release, records, settings=att, seed=0, ctx=ctx)
+
+    parts: dict[str, object] = {
+        "train, none (1 epoch)": lambda pr: train_vae(vae(), (x, y), val, settings(pr)),
+        "train, DP-Adam (1 epoch; float32 always)": lambda pr: train_dp_vae(
+            vae(True), (x, y), val, settings(pr), dp
+        ),
+        f"generation ({n_gen})": generate,
+    }
+    if args.no_dp:
+        del parts["train, DP-Adam (1 epoch; float32 always)"]
+    for name in SWEEP_ATTACKS:
+        try:
+            attack(name, "float32")  # warm-up; skips what the release does not allow
+        except ValueError:
+            continue
+        parts[f"attack {name}"] = partial(attack, name)
+    if prof.classifier != FACE_EMBEDDING:
+        recipe = CLASSIFIER_RECIPES.get(prof.classifier or "", {})
+
+        def classifier(precision: str) -> None:
+            cs = ClassifierSettings(
+                epochs=1, patience=1, device=str(device), precision=precision, **recipe
+            )
+            train_classifier(
+                partial(family.classifier, prof.classifier),
+                (gx, gy),
+                (gx[:64], gy[:64]),
+                cs,
+                progress=null_progress,
+            )
+
+        parts["classifier on D_gen (1 epoch)"] = classifier
+    for fn in parts.values():  # warm-up of every path in every precision (kernel selection)
+        for precision in args.precisions:
+            fn(precision)
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(args.repeats):
+        for label, fn in parts.items():
+            for precision in args.precisions:
+                seconds = _timed(lambda f=fn, pr=precision: f(pr), device)
+                times.setdefault((label, precision), []).append(seconds)
+    base = args.precisions[0]
+    header = "".join(f"{pr:>12}" for pr in args.precisions)
+    ratios = "".join(f"{base + '/' + pr:>16}" for pr in args.precisions[1:])
+    print(f"{'part':48}{header}{ratios}")
+    totals = dict.fromkeys(args.precisions, 0.0)
+    for label in parts:
+        med = {pr: statistics.median(times[(label, pr)]) for pr in args.precisions}
+        for pr in args.precisions:
+            if "DP-Adam" not in label:
+                totals[pr] += med[pr]
+        cells = "".join(f"{med[pr]:>11.3f}s" for pr in args.precisions)
+        rats = "".join(f"{med[base] / med[pr]:>15.2f}x" for pr in args.precisions[1:])
+        print(f"{label:48}{cells}{rats}")
+    cells = "".join(f"{totals[pr]:>11.3f}s" for pr in args.precisions)
+    rats = "".join(f"{totals[base] / totals[pr]:>15.2f}x" for pr in args.precisions[1:])
+    print(f"{'sum of the parts above but DP-Adam':48}{cells}{rats}")
+
+
+if __name__ == "__main__":
+    main()
