@@ -202,7 +202,9 @@ class Mechanism(ABC):
             self.check_modality(data.record_shape)
         self._check_options(options, batch_size=batch_size, data=data)
 
-    def _check_options(self, options: Any, *, batch_size: int, data: DataFacts | None) -> None:
+    def _check_options(
+        self, options: Any, *, batch_size: int, data: DataFacts | None
+    ) -> None:
         """A mechanism's own checks of :meth:`check_options` (``data`` None: before the data is
         loaded). The default accepts all."""
         return None
