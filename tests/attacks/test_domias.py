@@ -97,6 +97,7 @@ def test_too_few_samples_for_the_kde_are_refused() -> None:
         DomiasAttack(seed=0).run_release(release, attack_set(2, 2, seed=0))
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")  # PCA
 def test_a_collapsed_generator_scores_nan_with_a_warning_not_an_error(caplog) -> None:
     """A diverged model's D_gen (here: one image repeated) has no density; the attack says so
     and returns NaN scores, which the attack ranks last, instead of ending the sweep (it did,
