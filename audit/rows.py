@@ -208,7 +208,7 @@ class Row:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Row))
 """The columns of ``runs.csv`` a cell writes, in order."""
 
-COLLECTED_COLUMNS: tuple[str, ...] = ("run_hash", "setting_hash")
+COLLECTED_COLUMNS: tuple[str, ...] = ("run_hash", "setting_hash", "precision")
 """Columns added when rows are collected from the cells (:func:`audit.results.collect_rows`)."""
 
 GRID_POINT: tuple[str, ...] = ("dataset", "mech", "param_name", "param_value", "seed")

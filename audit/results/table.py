@@ -22,9 +22,10 @@ from audit.rows import COLLECTED_COLUMNS, COLUMNS, RESULT_KEY
 log = logging.getLogger(__name__)
 
 def collect_rows(out: Path) -> pd.DataFrame:
-    """Every finished cell's rows under ``out``, with ``run_hash`` and ``setting_hash`` from its
-    config and phi filled against its baseline; damaged cells are skipped with a warning, a cell
-    of another cache schema is refused (:func:`audit.config.check_cache_schema`)."""
+    """Every finished cell's rows under ``out``, with ``run_hash``, ``setting_hash`` and
+    ``precision`` from its config and phi filled against its baseline; damaged cells are skipped
+    with a warning, a cell of another cache schema is refused
+    (:func:`audit.config.check_cache_schema`)."""
     rows: list[dict[str, Any]] = []
     for cell_dir in sorted((Path(out) / CELLS_DIR).glob("*/")):
         found = cell_rows(cell_dir)
@@ -35,7 +36,12 @@ def collect_rows(out: Path) -> pd.DataFrame:
             log.warning("skipping cell %s: its config.json is missing or damaged", cell_dir)
             continue
         check_cache_schema(config, f"cell {cell_dir}")
-        keys = {"run_hash": run_hash(config), "setting_hash": setting_hash(config)}
+        keys = {
+            "run_hash": run_hash(config),
+            "setting_hash": setting_hash(config),
+            # --precision: a run option, absent (float32) from cells before it existed too
+            "precision": config.get("options", {}).get("precision", "float32"),
+        }
         rows.extend({**row, **keys} for row in found)
     frame = _restore_floats(pd.DataFrame(rows))
     if frame.empty:

@@ -46,6 +46,7 @@ def test_a_bf16_sweep_runs_end_to_end_and_keeps_its_own_directory(tmp_path):
     assert result.ran == 1
     frame = pd.read_csv(result.csv_path)
     assert frame.mi_ap.between(0, 1).all() and frame.acc.between(0, 1).all()
+    assert (frame.precision == "bf16").all()
     cell = next((tmp_path / "cells").iterdir())
     assert io.read_json(cell / "config.json")["config"]["options"]["precision"] == "bf16"
     with pytest.raises(ValueError, match=r'precision: "bf16" vs \(unset\).*another --out'):

@@ -69,6 +69,7 @@ def test_sweep_writes_rows_and_resumes_without_recomputation(tmp_path):
     assert (first.ran, first.reused) == (1, 0)
     frame = pd.read_csv(first.csv_path)
     assert set(COLUMNS) <= set(frame.columns)
+    assert (frame.precision == "float32").all()  # the default, though the cells do not name it
     assert set(frame.attack) == set(SWEEP_ATTACKS)  # every attack the release allows
     assert sorted(frame.distance[frame.attack == "reconstruction"]) == ["mse", "ssim"]
     assert frame.worst_case.sum() == 1 and frame.worst_mi_ap.nunique() == 1
