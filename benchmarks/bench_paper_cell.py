@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
+from timing import device_seconds
 
 from attacks import AttackData
 from attacks.threat import Records, Release, ReleaseKind
@@ -53,16 +53,6 @@ from models.dp import DPSettings, train_dp_vae
 from models.face_embedding import FACE_EMBEDDING, embedding_accuracy
 from models.factory import CLASSIFIER_RECIPES, model_family
 from models.training import ClassifierSettings, VAETrainSettings, train_classifier, train_vae
-
-
-def _timed(fn, device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -120,10 +110,12 @@ def main() -> None:
     train_dp_vae(vae(), (x[:64], y[:64]), val, settings(1), dp)
     torch.manual_seed(0)
     model = vae(False)
-    plain = _timed(lambda: train_vae(model, (x, y), val, settings(args.train_epochs)), device)
+    plain = device_seconds(
+        lambda: train_vae(model, (x, y), val, settings(args.train_epochs)), device
+    )
     plain /= args.train_epochs
     torch.manual_seed(0)
-    private = _timed(
+    private = device_seconds(
         lambda: train_dp_vae(vae(), (x, y), val, settings(args.train_epochs), dp), device
     )
     private /= args.train_epochs
@@ -133,7 +125,9 @@ def main() -> None:
     n_gen = prof.gen_records or n_train
     gy = torch.from_numpy(np.arange(n_gen) % data.num_classes)
     out: list[torch.Tensor] = []
-    gen = _timed(lambda: out.append(_generate(inference, gy, prof.latent_dim, device)), device)
+    gen = device_seconds(
+        lambda: out.append(_generate(inference, gy, prof.latent_dim, device)), device
+    )
     gx = out[0]
     k = min(args.attack_records, n_train)
     records = AttackData(x=x[:k].cpu(), y=y[:k].cpu(), is_member=np.arange(k) % 2 == 0)
@@ -152,7 +146,7 @@ def main() -> None:
     attack_s = {}
     for name in SWEEP_ATTACKS:
         try:
-            seconds = _timed(
+            seconds = device_seconds(
                 lambda n=name: run_release_attacks(
                     [n], release, records, settings=att, seed=0, ctx=ctx
                 ),
@@ -168,7 +162,7 @@ def main() -> None:
         reps = math.ceil(n_gen / n_train)
         faces = torch.cat([x.cpu()] * reps)[:n_gen]  # real faces stand in for generated ones
         pair = (faces, gy)
-        classifier = _timed(
+        classifier = device_seconds(
             lambda: embedding_accuracy(pair, pair, (test_x, test_y), device=device), device
         )
         cls_label = f"face-embedding utility on D_gen ({n_gen} faces; D_test's codes once)"
@@ -179,7 +173,7 @@ def main() -> None:
             device=str(device),
             **CLASSIFIER_RECIPES.get(kind or "", {}),
         )
-        per_epoch = _timed(
+        per_epoch = device_seconds(
             lambda: train_classifier(
                 partial(family.classifier, kind),
                 (gx.cpu(), gy),

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
+from timing import device_seconds
 
 from attacks import AttackData
 from attacks.threat import Records, Release, ReleaseKind
@@ -48,16 +48,6 @@ from models.dp import DPSettings, train_dp_vae
 from models.face_embedding import FACE_EMBEDDING
 from models.factory import CLASSIFIER_RECIPES, model_family
 from models.training import ClassifierSettings, VAETrainSettings, train_classifier, train_vae
-
-
-def _timed(fn, device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -182,7 +172,7 @@ def main() -> None:
     for _ in range(args.repeats):
         for label, fn in parts.items():
             for precision in args.precisions:
-                seconds = _timed(lambda f=fn, pr=precision: f(pr), device)
+                seconds = device_seconds(lambda f=fn, pr=precision: f(pr), device)
                 times.setdefault((label, precision), []).append(seconds)
     base = args.precisions[0]
     header = "".join(f"{pr:>12}" for pr in args.precisions)

@@ -20,3 +20,18 @@ def median_times(paths: dict[str, Callable[[], object]], repeats: int) -> dict[s
             fn()
             times[label].append((time.perf_counter() - wall, time.process_time() - cpu))
     return {label: np.median(np.array(values), axis=0) for label, values in times.items()}
+
+
+def device_seconds(fn: Callable[[], object], device) -> float:
+    """Wall seconds of one call of ``fn`` on a torch ``device``: a CUDA device is synchronised
+    before and after, so queued kernels are counted where they run."""
+    import torch  # here, not at the top: the scripts without torch import this module too
+
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    fn()
+    if cuda:
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
