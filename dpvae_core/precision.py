@@ -36,6 +36,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from dpvae_core.validation import parse_enum
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -52,11 +54,7 @@ DTYPES = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}
 
 def parse_precision(value: Precision | str) -> Precision:
     """The :class:`Precision` named by ``value``; ValueError quoting it and the allowed ones."""
-    try:
-        return Precision(value)
-    except ValueError:
-        allowed = ", ".join(p.value for p in Precision)
-        raise ValueError(f"unknown precision {value!r}; choose {allowed}") from None
+    return parse_enum(Precision, value, "precision")
 
 
 def native_bf16_cpu() -> bool:

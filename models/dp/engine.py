@@ -19,6 +19,7 @@ from opacus.grad_sample import (
 )
 from torch import nn
 
+from dpvae_core.validation import parse_enum
 from models.dp.book_keeping import CLIP_EPS, BookKeepingGradients, ClippedSum
 from models.training import vae_per_example_loss as _vae_per_example_loss
 from models.vae import ConditionalConvVAE
@@ -280,8 +281,4 @@ class SampleLoss(nn.Module):
 
 
 def parse_mode(mode: GradSampleMode | str) -> GradSampleMode:
-    try:
-        return GradSampleMode(mode)
-    except ValueError:
-        choices = ", ".join(m.value for m in GradSampleMode)
-        raise ValueError(f"unknown grad-sample mode {mode!r}; choose one of: {choices}") from None
+    return parse_enum(GradSampleMode, mode, "grad-sample mode")

@@ -209,7 +209,8 @@ def test_precision_names_and_device_support(monkeypatch):
     import dpvae_core.precision as precision
 
     assert parse_precision("bf16") is Precision.BF16
-    with pytest.raises(ValueError, match=r"unknown precision 'fp32'; choose float32, bf16, fp16"):
+    message = r"unknown precision 'fp32'; choose one of: float32, bf16, fp16"
+    with pytest.raises(ValueError, match=message):
         parse_precision("fp32")
     assert check_precision_supported("float32", "cpu") is Precision.FLOAT32
     with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
