@@ -22,6 +22,7 @@ def build_run_parser() -> argparse.ArgumentParser:
     from audit.attack_plan import SWEEP_ATTACKS
     from audit.config import PROFILES, SERIES_EPOCHS, MechanismName, ProfileName
     from audit.datasets import dataset_names
+    from dpvae_core.precision import Precision
 
     p = Parser(
         prog="benchmark.py",
@@ -59,7 +60,7 @@ def build_run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--precision",
         default="float32",
-        choices=["float32", "bf16", "fp16"],
+        choices=[precision.value for precision in Precision],
         help="arithmetic of the non-private computations (non-private and perturbation-VAE "
         "training, generation, the attacks' decoding, the classifier): float32 (default), bf16 "
         "(a GPU with bf16, or a CPU with AVX-512 BF16 or AMX) or fp16 (CUDA); autocast, float32 "
