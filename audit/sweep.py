@@ -20,7 +20,7 @@ import torch
 from audit import io, results
 from audit.attack_plan import attack_settings, check_ssim_window, plan_attacks
 from audit.config import CellConfig, MechanismName, SweepConfig
-from audit.datasets import Dataset, Split, dataset_modality, load_dataset, stratified_split
+from audit.datasets import Dataset, Split, dataset_modality, dataset_split, load_dataset
 from audit.executors import CellFailed, Executor, ExecutorName, make_executor
 from audit.mechanisms import CellData, Context, DataFacts, Mechanism, get_mechanism
 from audit.options import MechanismOptions
@@ -326,12 +326,7 @@ def run_sweep(
         config.dataset, data_home=config.data_home, window_stride=config.window_stride
     )
     splits = {
-        s: stratified_split(
-            dataset.y,
-            fractions=dataset.split_fractions,
-            seed=s,
-            class_names=dataset.class_names,
-        )
+        s: dataset_split(dataset, s)
         for s in config.seeds
     }
     check_sweep(config, (dataset, splits))

@@ -44,7 +44,7 @@ from attacks import AttackData
 from attacks.threat import Records, Release, ReleaseKind
 from audit.attack_plan import SWEEP_ATTACKS, attack_settings
 from audit.config import ProfileName, profile_for_dataset
-from audit.datasets import load_dataset, stratified_split
+from audit.datasets import dataset_split, load_dataset
 from audit.mechanisms.mechanism import Context
 from audit.pipeline import MIN_REFERENCE_RECORDS, balanced_subset, run_release_attacks
 from dpvae_core.progress import null_progress
@@ -71,7 +71,7 @@ def main() -> None:
 
     data = load_dataset(args.dataset, data_home=args.data_home)
     prof = profile_for_dataset(ProfileName(args.profile), args.dataset)
-    split = stratified_split(data.y, fractions=data.split_fractions, seed=0)
+    split = dataset_split(data, 0)
     train_idx = split.train
     if prof.max_train is not None and prof.max_train < len(train_idx):
         rng = numpy_rng(0, Purpose.SPLIT, "cap")

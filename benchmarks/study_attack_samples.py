@@ -67,7 +67,7 @@ from attacks.uncertainty import _weighted_ap_auc, bootstrap_intervals  # noqa: E
 from audit import io  # noqa: E402
 from audit.attack_plan import attack_settings  # noqa: E402
 from audit.config import MechanismName, ProfileName, profile_for_dataset  # noqa: E402
-from audit.datasets import load_dataset, stratified_split  # noqa: E402
+from audit.datasets import dataset_split, load_dataset  # noqa: E402
 from audit.mechanisms import Context, get_mechanism, make_cell  # noqa: E402
 from audit.pipeline import attack_set, cell_data  # noqa: E402
 from audit.target_training import train_target  # noqa: E402
@@ -185,12 +185,7 @@ def main() -> None:
         profile,
         {"profile_name": args.profile, "data_sha256": dataset.content_hash},
     )
-    split = stratified_split(
-        dataset.y,
-        fractions=dataset.split_fractions,
-        seed=args.seed,
-        class_names=dataset.class_names,
-    )
+    split = dataset_split(dataset, args.seed)
     data = cell_data(dataset, split, cell)
     ctx = Context(device="cpu", progress=null_progress)
     start = time.perf_counter()

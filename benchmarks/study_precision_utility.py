@@ -32,7 +32,7 @@ import torch
 
 from audit import io
 from audit.config import CACHE_SCHEMA
-from audit.datasets import load_dataset, stratified_split
+from audit.datasets import dataset_split, load_dataset
 from audit.mechanisms import cell_from_canonical
 from audit.mechanisms.mechanism import Context
 from audit.pipeline import cell_data, generate_and_classify
@@ -62,12 +62,7 @@ def main() -> None:
         cell = cell_from_canonical(body)
         print(f"note: {exc.args[0].split(';')[0]}; read as schema {CACHE_SCHEMA}")
     dataset = load_dataset(cell.dataset, data_home=args.data_home)
-    split = stratified_split(
-        dataset.y,
-        fractions=dataset.split_fractions,
-        seed=cell.seed,
-        class_names=dataset.class_names,
-    )
+    split = dataset_split(dataset, cell.seed)
     data = cell_data(dataset, split, cell)
     family = model_family(dataset.shape, dataset.num_classes)
     model = family.for_inference(load_model(cell_dir, cell, dataset).to(args.device)).eval()

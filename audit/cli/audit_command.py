@@ -234,7 +234,7 @@ class AuditRequest:
 
 def _cell_and_data(args: AuditRequest):
     from audit.config import CellConfig, MechanismName, ProfileName, profile_for_dataset
-    from audit.datasets import load_dataset, stratified_split
+    from audit.datasets import dataset_split, load_dataset
     from audit.mechanisms import DataFacts, build_options, get_mechanism
     from audit.pipeline import cell_data
 
@@ -250,7 +250,7 @@ def _cell_and_data(args: AuditRequest):
         mech_options=dict(build_options([mech], _given_options(args))).get(mech),
     )
     dataset = load_dataset(args.dataset, data_home=args.data_home)
-    split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=args.seed)
+    split = dataset_split(dataset, args.seed)
     mechanism = get_mechanism(mech)
     n_train = len(split.train) if profile.max_train is None else profile.max_train
     facts = DataFacts(dataset.shape, min(n_train, len(split.train)), profile.epochs)

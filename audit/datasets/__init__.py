@@ -19,6 +19,7 @@ from audit.datasets.series import ChannelScaler
 from audit.datasets.split import (
     Split,
     check_class_counts,
+    dataset_split,
     min_records_per_class,
     stratified_split,
 )
@@ -43,5 +44,6 @@ __all__ = [
     "min_records_per_class",
     "npz_pixels",
     "resolve_window_stride",
+    "dataset_split",
     "stratified_split",
 ]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from audit.datasets.dataset import DatasetUnavailable
+from audit.datasets.dataset import Dataset, DatasetUnavailable
 from dpvae_core.seeding import Purpose, derive_seed
 
 
@@ -108,3 +108,15 @@ def stratified_split(
         rest, train_size=val_share, stratify=y[rest], random_state=split_seed + 1
     )
     return Split(train=np.sort(train), val=np.sort(val), test=np.sort(test))
+
+
+def dataset_split(dataset: Dataset, seed: int) -> Split:
+    """The seed's split of ``dataset``: :func:`stratified_split` of its labels with its own
+    fractions, its class names in the message where a class is too small. The one split every
+    cell, audit and export of that seed sees."""
+    return stratified_split(
+        dataset.y,
+        fractions=dataset.split_fractions,
+        seed=seed,
+        class_names=dataset.class_names,
+    )

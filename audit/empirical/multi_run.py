@@ -35,7 +35,7 @@ import torch
 
 from audit import io
 from audit.config import CellConfig
-from audit.datasets import Dataset, stratified_split
+from audit.datasets import Dataset, dataset_split
 from audit.empirical.estimators import (
     Rates,
     best_threshold,
@@ -104,7 +104,7 @@ def compute_run(job: RunJob, dataset: Dataset, *, threads: int | None = None) ->
     if threads is not None:
         torch.set_num_threads(threads)
     cell = job.cell
-    split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=cell.seed)
+    split = dataset_split(dataset, cell.seed)
     data = cell_data(dataset, split, cell)
     run_seed = derive_seed(cell.seed, TAG, job.index) % 2**31
     audit = audit_one_run(

@@ -19,7 +19,7 @@ from torch import nn
 from attacks import Release
 from attacks.threat import ReleaseKind
 from audit import io
-from audit.datasets import load_dataset, stratified_split
+from audit.datasets import dataset_split, load_dataset
 from audit.mechanisms import get_mechanism
 from audit.pipeline import (
     attack_set,
@@ -79,12 +79,7 @@ def export_cell(
             f"cell {config_hash} draws D_gen from its training records ({family.generation.value}"
             "); only cells that draw it from the prior (images) are exported"
         )
-    split = stratified_split(
-        dataset.y,
-        fractions=dataset.split_fractions,
-        seed=cell.seed,
-        class_names=dataset.class_names,
-    )
+    split = dataset_split(dataset, cell.seed)
     data = cell_data(dataset, split, cell)
     atk = attack_set(data, cell)
     reference = reference_records(data, cell)
