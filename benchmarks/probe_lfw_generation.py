@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.datasets import load_dataset, stratified_split  # noqa: E402
+from audit.datasets import dataset_split, load_dataset  # noqa: E402
 from audit.pipeline import balanced_subset  # noqa: E402
 from dpvae_core.seeding import Purpose, numpy_rng  # noqa: E402
 from models.face_embedding import embedding_accuracy  # noqa: E402
@@ -52,9 +52,7 @@ def main() -> None:
     torch.set_num_threads(1)
 
     ds = load_dataset("lfw20", data_home=args.data_home)
-    sp = stratified_split(
-        ds.y, fractions=ds.split_fractions, seed=args.seed, class_names=ds.class_names
-    )
+    sp = dataset_split(ds, args.seed)
     rng = numpy_rng(args.seed, Purpose.SPLIT, "cap")
     tr = balanced_subset(sp.train, ds.y[sp.train], 200, rng)
 
