@@ -83,7 +83,7 @@ def write_with(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    _atomic(Path(path), lambda tmp: tmp.write_text(text))
+    _atomic(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def save_state(path: Path, state: dict[str, Any]) -> None:
