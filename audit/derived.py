@@ -1,5 +1,6 @@
 """Columns derived from several rows of a run: utility validity, phi and phi of the held-out
-worst case against each row's non-private baseline, and the worst-case rows themselves.
+worst case against each row's non-private baseline (the reader's, clipped at chance, and the
+paper's raw formula), and the worst-case rows themselves.
 
 Filled when rows are collected from the cells (:func:`audit.results.table.collect_rows`); the
 phi formula itself is :func:`audit.tradeoff.phi_score`.
@@ -8,13 +9,14 @@ phi formula itself is :func:`audit.tradeoff.phi_score`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from audit.config import MechanismName
 from audit.rows import RESULT_KEY
-from audit.tradeoff import above_chance, phi_score
+from audit.tradeoff import above_chance, chance_accuracy, phi_clipped, phi_score
 
 
 def _baseline(frame: pd.DataFrame, row: Any) -> pd.DataFrame:
@@ -24,6 +26,10 @@ def _baseline(frame: pd.DataFrame, row: Any) -> pd.DataFrame:
     for column in RESULT_KEY:
         same &= frame[column] == getattr(row, column)
     return frame[same]
+
+
+def _baseline_chance(b: Any) -> float:
+    return chance_accuracy(float(b.acc_base), float(getattr(b, "acc_majority", math.nan)))
 
 
 def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
@@ -36,22 +42,75 @@ def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
     if base.empty or "n_test" not in frame:
         return False
     b = base.iloc[0]
-    chance = float(b.acc_base)
-    majority = float(getattr(b, "acc_majority", math.nan))
-    if math.isfinite(majority):  # a constant classifier scores the majority class's share
-        chance = max(chance, majority)
-    return above_chance(float(b.acc), n_test=float(b.n_test), chance=chance)
+    return above_chance(float(b.acc), n_test=float(b.n_test), chance=_baseline_chance(b))
 
 
-def _phi(frame: pd.DataFrame, row: Any) -> float:
+def _is_true(value: Any) -> bool:
+    """A ``beyond_chance`` flag as rows.json (bool) or a CSV (text) holds it."""
+    return value is True or str(value) == "True"
+
+
+@dataclass(frozen=True)
+class Phi:
+    """phi of one row against its baseline: the reader's (:func:`phi_clipped`, NaN with
+    ``note`` saying why where it means nothing) and the paper's raw formula."""
+
+    phi: float
+    paper: float
+    note: str = ""
+
+
+NO_PHI = Phi(math.nan, math.nan)
+
+
+def _phi_pair(
+    row: Any,
+    b: Any,
+    *,
+    atk_orig: float,
+    atk: float,
+    beyond: Any,
+    null_q95: float,
+    what: str,
+) -> Phi:
+    """:class:`Phi` of ``row`` against baseline row ``b`` at MI APs ``atk_orig`` and ``atk``;
+    ``beyond``/``null_q95``: whether the baseline's attack is beyond its chance band, and that
+    band's 95 % quantile."""
+    paper = phi_score(
+        atk_orig=atk_orig, atk=atk, acc_orig=b.acc, acc=row.acc, acc_base=row.acc_base
+    )
+    if not row.utility_valid:
+        return Phi(math.nan, paper, f"{what}: the non-private utility is not above chance")
+    if not _is_true(beyond):
+        band = f" (its blind attacker's 95 % quantile {null_q95:.3f})" if null_q95 == null_q95 else ""
+        return Phi(
+            math.nan,
+            paper,
+            f"{what}: the non-private attack (MI AP {atk_orig:.3f}) is not beyond its chance "
+            f"band{band}, so there is no privacy to lose",
+        )
+    phi = phi_clipped(
+        atk_orig=atk_orig, atk=atk, acc_orig=b.acc, acc=row.acc, chance=_baseline_chance(b)
+    )
+    return Phi(phi, paper)
+
+
+def _phi(frame: pd.DataFrame, row: Any) -> Phi:
+    """phi of the row's attack result against the same result on its baseline cell."""
     if row.mech == MechanismName.NONE.value:
-        return math.nan
+        return NO_PHI
     base = _baseline(frame, row)
     if base.empty:
-        return math.nan
+        return NO_PHI
     b = base.iloc[0]
-    return phi_score(
-        atk_orig=b.mi_ap, atk=row.mi_ap, acc_orig=b.acc, acc=row.acc, acc_base=row.acc_base
+    return _phi_pair(
+        row,
+        b,
+        atk_orig=float(b.mi_ap),
+        atk=float(row.mi_ap),
+        beyond=getattr(b, "beyond_chance", None),
+        null_q95=float(getattr(b, "mi_ap_null_q95", math.nan)),
+        what="phi",
     )
 
 
@@ -95,33 +154,45 @@ WORST_CASE_COLUMNS = (
 )
 
 
-def _phi_worst(frame: pd.DataFrame, row: Any) -> float:
+def _phi_worst(frame: pd.DataFrame, row: Any) -> Phi:
     """phi of the row's cell at its held-out worst case (``worst_mi_ap``: the attack picked on
     one half of D_atk, measured on the other) against the baseline cell's held-out worst case;
     NaN where either is unknown."""
     if row.mech == MechanismName.NONE.value or "worst_mi_ap" not in frame:
-        return math.nan
+        return NO_PHI
     base = frame[frame.config_hash == row.baseline_hash]
     if base.empty:
-        return math.nan
+        return NO_PHI
     b = base.iloc[0]
-    return phi_score(
+    return _phi_pair(
+        row,
+        b,
         atk_orig=float(b.worst_mi_ap),
         atk=float(row.worst_mi_ap),
-        acc_orig=b.acc,
-        acc=row.acc,
-        acc_base=row.acc_base,
+        beyond=getattr(b, "worst_beyond_chance", None),
+        null_q95=float(getattr(b, "worst_mi_ap_null_q95", math.nan)),
+        what="phi_worst",
     )
 
 
 def add_derived_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (every row of a run) with ``utility_valid``, ``phi`` and ``phi_worst`` filled:
-    phi only where the row's baseline classifies above chance."""
+    """``frame`` (every row of a run) with ``utility_valid``, ``phi``, ``phi_paper``,
+    ``phi_worst``, ``phi_worst_paper`` and ``phi_note`` filled.
+
+    ``phi``/``phi_worst`` are :func:`phi_clipped` (MI AP clipped at 0.5, accuracy at chance),
+    empty where the baseline's utility is not above chance or its attack (its held-out worst
+    case) is not beyond its chance band, ``phi_note`` saying which; ``*_paper`` are paper 003's
+    raw Eq. 2 (:func:`phi_score`, ACC_base = 1/#classes), for comparison with its figures."""
     rows = list(frame.itertuples(index=False))
     frame["utility_valid"] = [_utility_valid(frame, row) for row in rows]
     rows = list(frame.itertuples(index=False))
-    frame["phi"] = [_phi(frame, row) if row.utility_valid else math.nan for row in rows]
-    frame["phi_worst"] = [
-        _phi_worst(frame, row) if row.utility_valid else math.nan for row in rows
+    per_attack = [_phi(frame, row) for row in rows]
+    worst = [_phi_worst(frame, row) for row in rows]
+    frame["phi"] = [p.phi for p in per_attack]
+    frame["phi_paper"] = [p.paper for p in per_attack]
+    frame["phi_worst"] = [p.phi for p in worst]
+    frame["phi_worst_paper"] = [p.paper for p in worst]
+    frame["phi_note"] = [
+        "; ".join(n for n in (a.note, w.note) if n) for a, w in zip(per_attack, worst, strict=True)
     ]
     return frame

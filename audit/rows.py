@@ -65,8 +65,15 @@ class Row:
         epsilon, delta, epsilon_method, accountant: the privacy claimed, and how.
         privacy_notes: ``key=value`` notes joined by ``"; "``, including what is released
             outside the accounting.
-        phi: paper 003's trade-off score against the baseline; filled when results are
-            collected, NaN in the cell's own rows.
+        phi: the trade-off score against the baseline (:func:`audit.tradeoff.phi_clipped`:
+            paper 003's Eq. 2 with MI AP clipped at 0.5 and accuracy at chance, the larger of
+            1/#classes and the majority rate, so a setting at chance accuracy has phi <= 1);
+            filled when results are collected, NaN in the cell's own rows, and NaN, with
+            ``phi_note`` saying why, where the baseline's utility is not above chance or its
+            attack is not beyond its chance band.
+        phi_paper: paper 003's raw Eq. 2 (ACC_base = 1/#classes, no clipping), for comparison
+            with the paper's figures only: it credits settings that keep nothing.
+        phi_note: why ``phi`` / ``phi_worst`` are empty where they are ('' otherwise).
         epochs, batch_size, lr, latent_dim: the target VAE's training settings.
         n_train, n_attack: |D_train| (after the cap) and |D_atk|.
         attack_samples: samples behind each score (the reconstruction attack's N).
@@ -102,8 +109,10 @@ class Row:
             record and the model's own prior (N(0, I), pinwheel's mixture), and the sparse
             prior; NaN where undefined.
         phi_worst (cell): phi of the cell's held-out worst case (``worst_mi_ap``) against its
-            baseline's held-out worst case; filled when results are collected, NaN where
-            either cell has no worst case or the utility axis is invalid.
+            baseline's held-out worst case (clipped as ``phi``); filled when results are
+            collected, NaN where either cell has no worst case, the utility axis is invalid or
+            the baseline's worst case is not beyond its chance band (``phi_note``).
+        phi_worst_paper (cell): paper 003's raw Eq. 2 at the held-out worst cases.
     """
 
     dataset: str
@@ -158,6 +167,8 @@ class Row:
     accountant: str
     privacy_notes: str
     phi: float = math.nan
+    phi_paper: float = math.nan
+    phi_note: str = ""
     epochs: int
     batch_size: int
     lr: float
@@ -190,6 +201,7 @@ class Row:
     latent_mmd: float = math.nan
     latent_mmd_sparse: float = math.nan
     phi_worst: float = math.nan
+    phi_worst_paper: float = math.nan
 
     def __post_init__(self) -> None:
         for name in ("attack", "distance", "variant"):

@@ -44,6 +44,46 @@ def phi_score(
     return min(PHI_MAX, num / den)
 
 
+def chance_accuracy(acc_base: float, acc_majority: float = math.nan) -> float:
+    """Chance accuracy: the larger of 1/#classes (``acc_base``) and D_test's majority-class share
+    (what a classifier that always answers the commonest class scores); ``acc_base`` alone where
+    the majority share is unknown (NaN)."""
+    if math.isfinite(acc_majority):
+        return max(acc_base, acc_majority)
+    return acc_base
+
+
+def phi_clipped(
+    *,
+    atk_orig: float,
+    atk: float,
+    acc_orig: float,
+    acc: float,
+    chance: float,
+) -> float:
+    """The phi a reader sees: :func:`phi_score` after clipping each MI AP at :data:`ATK_BASE`
+    (an attack below chance is at chance) and each accuracy at ``chance``
+    (:func:`chance_accuracy`), with ``acc_base`` = ``chance``.
+
+    Notes
+    -----
+    With both clips, a setting whose accuracy is at or below chance has
+    phi = (ATK_o - ATK_e) / (ATK_o - 0.5) <= 1: it cannot earn more than a setting that keeps
+    its utility, whatever privacy it buys. Paper 003's raw formula (:func:`phi_score` with
+    ``acc_base`` = 1/#classes, no clips) rewards such a setting (phi 1.31 at accuracy 0.098 on
+    digits, whose majority rate is 0.102); it is kept as ``phi_paper`` for comparison with the
+    paper's figures. Whether phi means anything at all (the baseline's attack beyond its chance
+    band, its utility above chance) is the caller's check (:mod:`audit.derived`).
+    """
+    return phi_score(
+        atk_orig=max(atk_orig, ATK_BASE),
+        atk=max(atk, ATK_BASE),
+        acc_orig=max(acc_orig, chance),
+        acc=max(acc, chance),
+        acc_base=chance,
+    )
+
+
 #: Significance level of :func:`above_chance`.
 UTILITY_ALPHA = 0.01
 
