@@ -113,6 +113,12 @@ class Row:
             collected, NaN where either cell has no worst case, the utility axis is invalid or
             the baseline's worst case is not beyond its chance band (``phi_note``).
         phi_worst_paper (cell): paper 003's raw Eq. 2 at the held-out worst cases.
+        dcr_samples, dcr_share, dcr_expected_share, dcr_p_value, dcr_passes (cell): the
+            distance-to-closest-record baseline of a release audited by ``benchmark.py attack``
+            (:func:`attacks.dcr.dcr_baseline`): how many samples were checked, the share of them
+            closer to a member than to any non-member, that share for a generator that never
+            saw the members, the one-sided binomial p-value, and whether DCR passes (no excess
+            at 5 %); 0 / NaN / None where no samples were checked (every sweep cell).
     """
 
     dataset: str
@@ -202,6 +208,11 @@ class Row:
     latent_mmd_sparse: float = math.nan
     phi_worst: float = math.nan
     phi_worst_paper: float = math.nan
+    dcr_samples: int = 0
+    dcr_share: float = math.nan
+    dcr_expected_share: float = math.nan
+    dcr_p_value: float = math.nan
+    dcr_passes: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("attack", "distance", "variant"):
