@@ -259,7 +259,8 @@ def test_a_run_of_an_older_cache_schema_is_refused_in_one_line(tmp_path, capsys,
 def test_rows_name_their_attack_and_variant_first(tmp_path):
     for mech, value, mi_ap in (("none", None, 0.7), ("cdp", 1.0, 0.6)):
         cell = write_cell(tmp_path, cell_config(mech, value), mi_ap=mi_ap, acc=0.8)
-        rows = [{**r, "n_test": 100} for r in results.cell_rows(cell)]  # utility measurable
+        # utility measurable, the baseline's attack beyond its chance band: phi means something
+        rows = [{**r, "n_test": 100, "beyond_chance": True} for r in results.cell_rows(cell)]
         io.write_json(cell / "rows.json", {"rows": rows})
     frame = results.collect_rows(tmp_path)
     assert set(frame["attack"]) == {"reconstruction"} and set(frame["variant"]) == {"mean"}
@@ -280,7 +281,7 @@ def test_rows_name_their_attack_and_variant_first(tmp_path):
 def test_phi_compares_each_attack_with_the_same_attack_on_the_baseline(tmp_path):
     for mech, value, mi_ap in (("none", None, 0.9), ("cdp", 1.0, 0.6)):
         cell = write_cell(tmp_path, cell_config(mech, value), mi_ap=mi_ap, acc=0.8)
-        rows = [{**r, "n_test": 100} for r in results.cell_rows(cell)]
+        rows = [{**r, "n_test": 100, "beyond_chance": True} for r in results.cell_rows(cell)]
         other = [{**r, "attack": "monte-carlo", "variant": "share", "mi_ap": 0.6} for r in rows]
         io.write_json(cell / "rows.json", {"rows": [*rows, *other]})
     frame = results.collect_rows(tmp_path)
@@ -289,6 +290,48 @@ def test_phi_compares_each_attack_with_the_same_attack_on_the_baseline(tmp_path)
     # reconstruction: 0.9 -> 0.6 at no accuracy cost, phi at its cap; monte-carlo: 0.6 -> 0.6
     assert (cdp.loc["reconstruction", "phi"] == 2.0).all()
     assert (cdp.loc["monte-carlo", "phi"] == 0.0).all()
+
+
+def _phi_run(tmp_path, *, base_mi_ap, base_beyond, acc, mi_ap=0.55, majority=0.3):
+    """A baseline (accuracy 0.8) and one cdp cell, 100 test records, majority rate ``majority``
+    over 10 classes; rows as the cells write them, collected."""
+    for mech, value, ap, a, beyond in (
+        ("none", None, base_mi_ap, 0.8, base_beyond),
+        ("cdp", 1.0, mi_ap, acc, False),
+    ):
+        cell = write_cell(tmp_path, cell_config(mech, value), mi_ap=ap, acc=a)
+        rows = [
+            {**r, "n_test": 100, "acc_majority": majority, "acc_base": 0.1, "beyond_chance": beyond}
+            for r in results.cell_rows(cell)
+        ]
+        io.write_json(cell / "rows.json", {"rows": rows})
+    return results.collect_rows(tmp_path).query("mech == 'cdp'").iloc[0]
+
+
+def test_phi_of_a_setting_at_chance_accuracy_is_at_most_one(tmp_path):
+    # accuracy 0.098 below the majority rate 0.3: clipped to chance, phi = (0.9-0.55)/(0.9-0.5)
+    row = _phi_run(tmp_path, base_mi_ap=0.9, base_beyond=True, acc=0.098)
+    assert row["phi"] == pytest.approx((0.9 - 0.55) / (0.9 - 0.5))
+    assert row["phi"] <= 1
+    # the paper's raw formula (ACC_base = 0.1, no clips) rewards it: (0.35*0.7)/(0.702*0.4)
+    assert row["phi_paper"] == pytest.approx((0.35 * 0.7) / (0.702 * 0.4))
+    assert row["phi_paper"] > 0.85 and row["phi_note"] == ""
+
+
+def test_an_attack_below_chance_counts_as_chance(tmp_path):
+    # MI AP 0.4 is clipped to 0.5: phi = (0.9-0.5)(0.8-0.3) / ((0.8-0.5)(0.9-0.5)) = 1.667,
+    # as at MI AP 0.5; unclipped it would be (0.5*0.5)/(0.3*0.4) = 2.08
+    row = _phi_run(tmp_path, base_mi_ap=0.9, base_beyond=True, acc=0.5, mi_ap=0.4)
+    assert row["phi"] == pytest.approx((0.4 * 0.5) / (0.3 * 0.4))
+    at_chance = _phi_run(tmp_path / "b", base_mi_ap=0.9, base_beyond=True, acc=0.5, mi_ap=0.5)
+    assert row["phi"] == pytest.approx(at_chance["phi"])
+
+
+def test_phi_is_empty_where_the_baseline_attack_is_at_chance(tmp_path):
+    row = _phi_run(tmp_path, base_mi_ap=0.52, base_beyond=False, acc=0.7, mi_ap=0.5)
+    assert math.isnan(row["phi"])
+    assert "not beyond its chance band" in row["phi_note"]
+    assert math.isfinite(row["phi_paper"])  # the raw formula is kept, labelled
 
 
 def test_score_keys_name_the_attack_and_variant():
