@@ -45,10 +45,11 @@ log = logging.getLogger(__name__)
 __all__ = ["CELLS_DIR", "RUNS_CSV", "SweepResult", "build_cells", "run_sweep"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SweepResult:
-    """What a sweep did; ``report``: the ``report.md`` it wrote, None where it wrote none
-    (``config.report`` False, or the report failed: a logged warning says why)."""
+    """What a sweep did; ``rows``: ``runs.csv``'s rows; ``report``: the ``report.md`` it wrote,
+    None where it wrote none (``config.report`` False, or the report failed: a logged warning
+    says why). Read it with :meth:`table` and :meth:`summary`; its repr is one line."""
 
     out: Path
     csv_path: Path
@@ -56,6 +57,26 @@ class SweepResult:
     reused: int
     rows: pd.DataFrame
     report: Path | None = None
+
+    def table(self) -> pd.DataFrame:
+        """``runs.csv``'s rows (a copy of :attr:`rows`): one per cell and attack result."""
+        return self.rows.copy()
+
+    def summary(self) -> pd.DataFrame:
+        """One line per cell and threat model: the strongest attack, the held-out worst case
+        with its 95 % interval, the verdict, utility and DCR
+        (:func:`audit.release.release_summary.summary_frame`, scores read from the cells)."""
+        from audit.release.release_summary import cell_scores, summary_frame
+
+        return summary_frame(self.rows, cell_scores(self.out))
+
+    def __repr__(self) -> str:
+        cells = self.rows["config_hash"].nunique() if "config_hash" in self.rows else 0
+        report = f", report {self.report}" if self.report is not None else ""
+        return (
+            f"SweepResult({str(self.out)!r}: {cells} cells ({self.ran} run, {self.reused} "
+            f"reused), {len(self.rows)} rows in runs.csv{report}; .table(), .summary())"
+        )
 
 
 def code_version() -> str:

@@ -78,7 +78,10 @@ def build_attack_parser() -> Parser:
     )
     p.add_argument("--out", type=Path, required=True, help="output directory (rows, report)")
     p.add_argument(
-        "--name", default=None, help="the rows' dataset column (default: the members file's stem)"
+        "--name",
+        default=None,
+        help="the release's name: the rows' dataset column and the report's title (one line; "
+        "default: the --decoder/--vae module file's stem, else the --samples file's stem)",
     )
     p.add_argument(
         "--modality",
@@ -118,7 +121,7 @@ def attack_main(argv: Sequence[str]) -> int:
     """Parse, check everything, audit, write rows and report; prints where they went."""
     from audit.release.auditing import ReleaseAuditConfig, audit_release
     from audit.release.entry_points import load_model
-    from audit.release.release_report import write_release_report
+    from audit.release.release_rows import check_release_out
 
     args = build_attack_parser().parse_args(argv)
     configure_logging(args.verbose)
@@ -127,7 +130,7 @@ def attack_main(argv: Sequence[str]) -> int:
             "give the release: --samples S.npz, --decoder PKG.MOD:FN or --vae PKG.MOD:FN"
         )
     config = ReleaseAuditConfig(
-        name=args.name or args.members.stem,
+        name=default_name(args) if args.name is None else args.name,
         modality=args.modality,
         attacks=tuple(args.attack) if args.attack else None,
         attack_samples=args.attack_samples,
@@ -139,6 +142,7 @@ def attack_main(argv: Sequence[str]) -> int:
         membership_coins=args.membership_coins,
         classifier_epochs=args.classifier_epochs,
     )
+    check_release_out(args.out)
     io.check_writable_dir(args.out)
     sets = {
         role: read_records(path, role, modality=config.modality)
@@ -168,12 +172,22 @@ def attack_main(argv: Sequence[str]) -> int:
         progress=progress,
         test=sets.get(Role.TEST),
     )
-    report = write_release_report(args.out)
     print(
-        f"{len(audit.rows)} rows in {args.out / 'runs.csv'}; report {report.markdown}",
+        f"{len(audit.rows)} rows in {args.out / 'runs.csv'}; report {audit.report} (and "
+        "report.html beside it)",
         file=sys.stderr,
     )
     return 0
+
+
+def default_name(args) -> str:  # noqa: ANN001 (the parsed arguments)
+    """The release's default name: the stem of the module file of ``--decoder``/``--vae``
+    (``pkg.mod:fn`` -> ``mod``, ``path/to/file.py:fn`` -> ``file``), else of ``--samples``."""
+    spec = args.vae or args.decoder
+    if spec is None:
+        return args.samples.stem
+    module = spec.rsplit(":", 1)[0]
+    return Path(module).stem if module.endswith(".py") else module.rsplit(".", 1)[-1]
 
 
 def _progress(show: bool):  # noqa: ANN202 (tqdm or the null factory)

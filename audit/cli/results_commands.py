@@ -31,7 +31,8 @@ def build_report_parser() -> argparse.ArgumentParser:
         prog="benchmark.py report",
         allow_abbrev=False,
         description="Tables, sweet spots and figures (paper 003, Figures 3-6) from the rows of "
-        "DIR/cells/ (DIR/runs.csv where there are no cells); damaged cells are named and skipped.",
+        "DIR/cells/ (DIR/runs.csv where there are no cells); damaged cells are named and skipped. "
+        "A folder of audited releases (benchmark.py attack) gets its release report again.",
     )
     p.add_argument("dir", type=Path, metavar="DIR", help="a sweep's output directory")
     p.add_argument(
@@ -198,16 +199,31 @@ def check_request(args: argparse.Namespace) -> CheckRequest | CalibrateRequest:
 
 
 def run_report(request: ReportRequest) -> int:
-    from audit.report import write_report
+    """The report of ``request.run_dir``: a release report where the folder holds audited
+    releases (``benchmark.py attack``: cells of mech ``external``), else a sweep's."""
+    from audit.release.release_rows import release_dir_kind
 
-    report = write_report(
-        request.run_dir,
-        request.out,
-        formats=request.formats,
-        limits=request.limits,
-        data_home=request.data_home,
-        images=request.images,
-    )
+    kind = release_dir_kind(request.run_dir)
+    if kind == "mixed":
+        raise ValueError(
+            f"{str(request.run_dir)!r} holds both a sweep's cells and audited releases; a "
+            "report covers one or the other (audit each release into a folder of its own)"
+        )
+    if kind == "release":
+        from audit.release.release_report import write_release_report
+
+        report = write_release_report(request.run_dir, request.out, formats=request.formats)
+    else:
+        from audit.report import write_report
+
+        report = write_report(
+            request.run_dir,
+            request.out,
+            formats=request.formats,
+            limits=request.limits,
+            data_home=request.data_home,
+            images=request.images,
+        )
     skipped = f"; {len(report.skipped)} note(s) on skipped figures in it" if report.skipped else ""
     print(
         f"report written to {report.markdown} ({len(report.figures)} figure files in "

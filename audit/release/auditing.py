@@ -1,7 +1,10 @@
 """Audit a release made outside the suite: every attack the release allows, the held-out worst
 case and the DCR baseline, written as a sweep writes a cell (``cells/<hash>/rows.json``,
-``runs.csv``, the report), through the sweep's own attack runner and row builder
-(:func:`audit.pipeline.run_release_attacks`, :func:`audit.pipeline.attack_rows`)."""
+``runs.csv``), through the sweep's own attack runner and row builder
+(:func:`audit.pipeline.run_release_attacks`, :func:`audit.pipeline.attack_rows`), then the
+release's report (:mod:`audit.release.release_report`). What it returns,
+:class:`ReleaseAudit`, is read with ``.table()`` (the rows of ``runs.csv``) and ``.summary()``
+(one line per threat model)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,13 @@ import hashlib
 import logging
 import math
 import time
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
@@ -29,8 +35,20 @@ from audit.mechanisms import Context
 from audit.pipeline import run_release_attacks
 from audit.release.entry_points import as_released, check_model
 from audit.release.record_sets import SERIES_RANGE, AuditRecords, RecordSet, Role
+from audit.release.release_report import FORMATS, write_release_report
+from audit.release.release_rows import (
+    DCR_FILE,
+    EXTERNAL,
+    RELEASE_PROFILE,
+    check_release_out,
+    utility_valid,
+    with_release_columns,
+    write_release_csv,
+)
+from audit.release.release_summary import cell_summary, one_line, summary_frame
 from audit.release.utility import check_test_set, release_utility
-from audit.results import cell_path, scores_key, write_csv
+from audit.results import cell_path, run_hash, scores_key, setting_hash
+from audit.results.layout import SORT_KEYS
 from audit.rows import Row
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.records import Modality
@@ -40,14 +58,38 @@ from models.generation import gen_labels
 
 log = logging.getLogger(__name__)
 
-#: The ``mech`` column of a release audited from outside the suite.
-EXTERNAL = "external"
-#: The ``profile`` column of such rows (what the report groups by).
-RELEASE_PROFILE = "release"
-#: Where an audit writes its DCR baseline, beside the cell's rows.
-DCR_FILE = "dcr.json"
+__all__ = [
+    "DCR_FILE",
+    "EXTERNAL",
+    "RELEASE_PROFILE",
+    "ReleaseAudit",
+    "ReleaseAuditConfig",
+    "audit_arrays",
+    "audit_release",
+    "check_name",
+]
+
 #: Records per batch when the released decoder draws samples.
 GEN_BATCH = 512
+#: The longest release name (it titles the report and names its figure files).
+NAME_MAX = 80
+
+
+def check_name(name: object) -> str:
+    """``name`` if it can name a release (the rows' ``dataset`` column, the report's title, its
+    figure files): one line of at most :data:`NAME_MAX` printable characters, not blank, no
+    ``/`` or ``\\``; else ValueError in one line."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"--name must be a non-blank name, got {name!r}")
+    bad = [c for c in name if unicodedata.category(c).startswith(("C", "Z")) and c != " "]
+    if bad or "/" in name or "\\" in name or name != name.strip():
+        raise ValueError(
+            f"--name must be one line of printable characters without '/', '\\' or "
+            f"leading/trailing spaces, got {name!r}"
+        )
+    if len(name) > NAME_MAX:
+        raise ValueError(f"--name must be at most {NAME_MAX} characters, got {len(name)}")
+    return name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +97,8 @@ class ReleaseAuditConfig:
     """How to audit a release.
 
     Attributes:
-        name: the ``dataset`` column of the rows (names the report's section).
+        name: the ``dataset`` column of the rows (names the report's section; one line,
+            :func:`check_name`).
         modality: what the records are (images in [0, 1], series in [-1, 1]).
         attacks: the attacks to run (registered names of the sweep's list); None: every one
             the release allows.
@@ -91,8 +134,7 @@ class ReleaseAuditConfig:
         object.__setattr__(self, "modality", parse_enum(Modality, self.modality, "modality"))
         if self.modality not in (Modality.IMAGE, Modality.SERIES):
             raise ValueError(f"modality must be image or series, got {self.modality.value!r}")
-        if not self.name or "/" in self.name:
-            raise ValueError(f"name must be a non-empty name without '/', got {self.name!r}")
+        check_name(self.name)
         if self.attacks is not None:
             object.__setattr__(self, "attacks", check_requested(list(self.attacks)))
         check_seed(self.seed)
@@ -120,15 +162,86 @@ def _check_claim(epsilon: float, delta: float) -> None:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ReleaseAudit:
-    """What :func:`audit_release` produced: one row per attack result, the DCR baseline (None
-    without samples), and the files it wrote (None where no ``out`` was given)."""
+    """What :func:`audit_release` produced.
+
+    Read it with :meth:`table` (the rows of ``runs.csv``, a DataFrame) and :meth:`summary` (one
+    line per threat model: the strongest attack, the held-out worst case with its interval, the
+    verdict, the utility and DCR); its repr is a few lines.
+
+    Attributes:
+        rows: one :class:`~audit.rows.Row` per attack result.
+        dcr: the DCR baseline (None without samples).
+        scores: every result's scores (``scores_<attack>_<distance>_<variant>``) and
+            ``is_member``, as the cell's ``scores.npz`` holds them.
+        cell_dir: the release's cell (None where no ``out`` was given).
+        report: the ``report.md`` written (None where no ``out`` was given).
+        canonical: the cell's canonical config (its ``config.json``).
+    """
 
     rows: tuple[Row, ...]
     dcr: DcrResult | None
-    scores: dict[str, np.ndarray] = field(repr=False)
+    scores: dict[str, np.ndarray]
     cell_dir: Path | None = None
+    report: Path | None = None
+    canonical: dict = field(default_factory=dict)
+
+    def table(self) -> pd.DataFrame:
+        """The release's rows as ``runs.csv`` holds them (its columns, in its order, and its
+        ``utility_valid``; ``run_hash``, ``setting_hash`` and ``precision`` from the cell's
+        config), one per attack result."""
+        frame = pd.DataFrame([row.to_dict() for row in self.rows])
+        frame["run_hash"] = run_hash(self.canonical)
+        frame["setting_hash"] = setting_hash(self.canonical)
+        frame["precision"] = self.canonical.get("options", {}).get("precision", "float32")
+        frame = frame.sort_values(SORT_KEYS, na_position="first").reset_index(drop=True)
+        return with_release_columns(frame)
+
+    def summary(self) -> pd.DataFrame:
+        """One line per threat model (samples only, decoder only, encoder and decoder, those
+        the release allows), each over its own attacks and the weaker models':
+        :func:`audit.release.release_summary.summary_frame`."""
+        scores = dict(self.scores)
+        is_member = scores.pop("is_member")
+        return summary_frame(self.table(), lambda digest: (is_member, scores))
+
+    @property
+    def name(self) -> str:
+        return self.rows[0].dataset if self.rows else ""
+
+    def __repr__(self) -> str:
+        if not self.rows:
+            return "ReleaseAudit(no rows)"
+        first = self.rows[0]
+        widest = pd.DataFrame(cell_summary(self.table(), None)).tail(1)
+        lines = [
+            f"ReleaseAudit {first.dataset!r}: {len(self.rows)} attack results on "
+            f"{first.attack_members} + {first.attack_nonmembers} records, seed {first.seed}",
+            "  " + one_line(widest),
+            "  " + _utility_words(first) + "; " + _dcr_words(self.dcr),
+        ]
+        if self.report is not None:
+            lines.append(f"  report: {self.report}")
+        lines.append("  .table(): the rows of runs.csv; .summary(): one line per threat model")
+        return "\n".join(lines)
+
+
+def _utility_words(row: Row) -> str:
+    if not math.isfinite(row.acc):
+        return "utility not measured (no test set)"
+    valid = "above chance" if row.utility_valid else "not above chance"
+    return f"utility acc {row.acc:.3f} on {row.n_test} test records ({valid})"
+
+
+def _dcr_words(dcr: DcrResult | None) -> str:
+    if dcr is None:
+        return "DCR not computed (no samples)"
+    verdict = "passes" if dcr.passes else "fails"
+    return (
+        f"DCR {verdict} (share {dcr.share_closer_to_members:.3f} closer to a member, "
+        f"expected {dcr.expected_share:.3f}, p = {dcr.p_value:.3g})"
+    )
 
 
 def audit_release(
@@ -140,16 +253,20 @@ def audit_release(
     out: Path | None = None,
     progress: ProgressFactory = null_progress,
     test: RecordSet | None = None,
+    formats: Sequence[str] = FORMATS,
 ) -> ReleaseAudit:
     """Attack the release: ``model`` (a whole VAE where ``whole``, else its decoder; None for
     samples alone) with ``records.samples`` where given, else samples it draws from the prior.
 
     ``records`` is checked already (:class:`AuditRecords`); the model is run on one batch of
     members before any attack (:func:`~audit.release.entry_points.check_model`). With ``out``,
-    writes the cell's files, ``runs.csv`` and nothing else (the report is the caller's:
-    :func:`audit.release.release_report.write_release_report`).
+    writes the cell's files, ``runs.csv`` and the report (``out/report/report.md`` and
+    ``report.html``, figures in ``formats``: what ``benchmark.py attack`` writes); an ``out``
+    holding a sweep is refused before any work.
     """
     start = time.perf_counter()
+    if out is not None:
+        check_release_out(Path(out))
     if test is not None:
         check_test_set(test, records)
     data = records.attack_data()
@@ -204,15 +321,44 @@ def audit_release(
             f"; utility=classifier on the {len(release.samples)} samples (acc) and on the members "
             f"(acc_real), tested on {len(test)} user-given labelled records"
         )
+    facts["utility_valid"] = utility_valid(
+        acc=float(facts["acc"]),
+        acc_base=float(facts["acc_base"]),
+        acc_majority=float(facts.get("acc_majority", math.nan)),
+        n_test=float(facts["n_test"]),
+    )
+    facts.update(_dcr_columns(dcr))
     rows = _rows(facts, results, release=release, config=config)
     scores = {scores_key(r.attack, r.distance.value, r.variant.value): r.scores for r in results}
     scores["is_member"] = data.is_member
-    audit = ReleaseAudit(rows=rows, dcr=dcr, scores=scores)
+    canonical = _canonical(config)
+    audit = ReleaseAudit(rows=rows, dcr=dcr, scores=scores, canonical=canonical)
     if out is None:
         return audit
-    cell_dir = _write(Path(out), digest, audit, config)
-    write_csv(Path(out))
-    return ReleaseAudit(rows=rows, dcr=dcr, scores=scores, cell_dir=cell_dir)
+    cell_dir = _write(Path(out), digest, audit)
+    write_release_csv(Path(out))
+    report = write_release_report(Path(out), formats=formats)
+    return ReleaseAudit(
+        rows=rows,
+        dcr=dcr,
+        scores=scores,
+        cell_dir=cell_dir,
+        report=report.markdown,
+        canonical=canonical,
+    )
+
+
+def _dcr_columns(dcr: DcrResult | None) -> dict[str, object]:
+    """The rows' DCR columns (:class:`~audit.rows.Row`'s ``dcr_*``); empty without samples."""
+    if dcr is None:
+        return {}
+    return {
+        "dcr_samples": dcr.n_samples,
+        "dcr_share": dcr.share_closer_to_members,
+        "dcr_expected_share": dcr.expected_share,
+        "dcr_p_value": dcr.p_value,
+        "dcr_passes": bool(dcr.passes),
+    }
 
 
 def _rows(
@@ -332,10 +478,9 @@ def _facts(records, config, release, digest, wall, skipped, model) -> dict[str, 
     }
 
 
-def _write(out: Path, digest: str, audit: ReleaseAudit, config: ReleaseAuditConfig) -> Path:
-    io.check_writable_dir(out)
-    cell_dir = cell_path(out, digest)
-    canonical = {
+def _canonical(config: ReleaseAuditConfig) -> dict[str, object]:
+    """The release cell's canonical config (its ``config.json``)."""
+    return {
         "cache_schema": CACHE_SCHEMA,  # read back by the report and the gate like a sweep's cells
         "dataset": config.name,
         "mech": EXTERNAL,
@@ -343,7 +488,12 @@ def _write(out: Path, digest: str, audit: ReleaseAudit, config: ReleaseAuditConf
         "profile": {"attack_samples": config.attack_samples, "gen_records": config.gen_records},
         "options": {"profile_name": RELEASE_PROFILE, "attacks": list(config.attacks or ())},
     }
-    io.write_json(cell_dir / "config.json", {"config": canonical, "hash": digest})
+
+
+def _write(out: Path, digest: str, audit: ReleaseAudit) -> Path:
+    io.check_writable_dir(out)
+    cell_dir = cell_path(out, digest)
+    io.write_json(cell_dir / "config.json", {"config": audit.canonical, "hash": digest})
     io.save_npz(cell_dir / "scores.npz", audit.scores)
     if audit.dcr is not None:
         io.write_json(cell_dir / DCR_FILE, audit.dcr.to_dict())
@@ -365,7 +515,17 @@ def audit_arrays(
 ) -> ReleaseAudit:
     """:func:`audit_release` from arrays ``(X, y)`` (y None where unlabelled) and a model (an
     :class:`~audit.release.entry_points.ExternalModel` or a module with the suite's protocol), each
-    checked as the command line checks files and entry points."""
+    checked as the command line checks files and entry points. With ``out``, writes what
+    ``benchmark.py attack --out`` writes: the cell, ``runs.csv`` and the report.
+
+    Example::
+
+        audit = audit_arrays((X_m, None), (X_n, None), reference=(X_r, None),
+                             samples=(X_s, None), out=Path("my-release"))
+        audit                # a few lines: the worst case, its interval, the verdict, DCR
+        audit.summary()      # one line per threat model
+        audit.table()        # runs.csv's rows
+    """
     config = config or ReleaseAuditConfig()
     given = {
         Role.MEMBERS: members,

@@ -10,7 +10,7 @@ from torch import nn
 
 from audit.check.checking import bound_violations
 from audit.release import ExternalModel, ReleaseAuditConfig, audit_arrays
-from audit.release.release_report import _dcr_text
+from audit.release.release_report import dcr_text as _dcr_text
 
 
 def _series(rng: np.random.Generator, n: int) -> np.ndarray:
