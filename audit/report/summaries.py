@@ -19,7 +19,7 @@ from audit import derived, results
 from audit.attack_plan import CELL_DEFAULT_ATTACKS
 from audit.check import param_label
 from audit.config import MechanismName
-from audit.report.stats import summarise
+from audit.report.stats import summarise, t_interval
 from audit.rows import PAPER_ATTACK, PLAIN_VARIANT
 
 log = logging.getLogger(__name__)
@@ -214,31 +214,34 @@ def setting_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def distance_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (setting, distance): mean and 95 % half-width over seeds of MI AP, phi, eps."""
-    out = summarise(frame, [*SETTING, "distance"], ("mi_ap", "phi", "epsilon"))
+    """One row per (setting, distance): mean and 95 % half-width over seeds of MI AP, phi, eps;
+    and how sure each MI AP is: ``mi_ap_low`` / ``mi_ap_high``, its 95 % interval (one seed: the
+    row's bootstrap interval; several: the mean ± the t half-width, cut to [0, 1]), and
+    ``mi_ap_null_q95``, the blind attacker's 95 % quantile at the rows' counts (mean over seeds;
+    NaN where the rows do not carry it)."""
+    keys = [*SETTING, "distance"]
+    out = summarise(frame, keys, ("mi_ap", "phi", "epsilon"))
+    sure = [_mi_ap_sureness(group) for _, group in frame.groupby(keys, dropna=False, sort=True)]
+    out[["mi_ap_low", "mi_ap_high", "mi_ap_null_q95"]] = (
+        np.array(sure, dtype=np.float64).reshape(-1, 3) if sure else np.empty((0, 3))
+    )
     return ordered(out).reset_index(drop=True)
 
 
-def sweet_spots(settings: pd.DataFrame, limits: Sequence[float] = MI_AP_LIMITS) -> pd.DataFrame:
-    """For each MI AP limit and mechanism, the setting with the best mean accuracy whose mean
-    attack power (max MI AP over distances) is at most the limit (paper 003, Section 5.2).
-
-
-    ``settings``: :func:`setting_summary` of one dataset and profile. Ties in accuracy go to the
-    weaker attack. A mechanism with no qualifying setting gets a row with ``qualifies`` False and
-    its weakest attack (``attack_power``) for context.
-    """
-    rows = []
-    for limit in limits:
-        for _, group in settings.groupby("mech", sort=False):
-            ok = group[(group["attack_power"] <= limit) & group["acc"].notna()]
-            if ok.empty:
-                best = group.sort_values("attack_power").iloc[0]
-                rows.append({**best.to_dict(), "limit": limit, "qualifies": False})
-            else:
-                best = ok.sort_values(["acc", "attack_power"], ascending=[False, True]).iloc[0]
-                rows.append({**best.to_dict(), "limit": limit, "qualifies": True})
-    return pd.DataFrame(rows)
+def _mi_ap_sureness(rows: pd.DataFrame) -> tuple[float, float, float]:
+    """(low, high, blind 95 % quantile) of one (setting, distance)'s MI AP over its seeds."""
+    values = rows["mi_ap"].astype(float)
+    finite = values.dropna()
+    q95 = rows["mi_ap_null_q95"].astype(float) if "mi_ap_null_q95" in rows else values * np.nan
+    null = float(q95.mean()) if q95.notna().any() else math.nan
+    if len(finite) == 1:
+        row = rows.loc[finite.index[0]]
+        low, high = float(row.get("mi_ap_low", math.nan)), float(row.get("mi_ap_high", math.nan))
+        return low, high, null
+    ci = t_interval(finite.to_numpy())
+    if not math.isfinite(ci.half_width):
+        return math.nan, math.nan, null
+    return max(0.0, ci.mean - ci.half_width), min(1.0, ci.mean + ci.half_width), null
 
 
 def utility_note(frame: pd.DataFrame) -> str | None:

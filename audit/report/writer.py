@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from audit import io
 from audit.report.claim_vs_bound import (
     audited_cells,
@@ -18,9 +20,11 @@ from audit.report.claim_vs_bound import (
 )
 from audit.report.curves import curve_figures
 from audit.report.epsilon_figures import summary_figures
+from audit.report.frontier import frontier_figure
 from audit.report.grids import grid_figures
 from audit.report.headline import detail_table, headline_table, worst_case_figure
-from audit.report.markdown import render_markdown, sweet_spot_table
+from audit.report.html import REPORT_HTML, write_html
+from audit.report.markdown import Section, recommendation_text, render_markdown
 from audit.report.plots import save_figure
 from audit.report.summaries import (
     MI_AP_LIMITS,
@@ -29,8 +33,14 @@ from audit.report.summaries import (
     ordered,
     run_sections,
     setting_summary,
-    sweet_spots,
     utility_note,
+)
+from audit.report.sweet_spots import (
+    recommendation,
+    setting_evidence,
+    spots_frame,
+    sweet_spot_table,
+    sweet_spots,
 )
 from audit.results import clean_temp_files, locked_dir, unfinished_cells
 
@@ -38,6 +48,7 @@ log = logging.getLogger(__name__)
 
 REPORT_DIR = "report"
 REPORT_MD = "report.md"
+SWEET_SPOTS_CSV = "sweet_spots.csv"
 FORMATS = ("png", "pdf")
 
 
@@ -47,6 +58,8 @@ class Report:
 
     out_dir: Path
     markdown: Path
+    html: Path | None = None
+    sweet_spots: Path | None = None
     figures: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
@@ -96,7 +109,9 @@ def _clean_stale(out: Path, formats: Sequence[str]) -> None:
     removed = clean_temp_files(
         out,
         before=time.time(),
-        targets=lambda name: name == REPORT_MD or name.endswith(suffixes),
+        targets=lambda name: (
+            name in (REPORT_MD, REPORT_HTML, SWEET_SPOTS_CSV) or name.endswith(suffixes)
+        ),
     )
     if removed:
         log.warning("removed %d temporary file(s) a killed report left in %s", len(removed), out)
@@ -113,10 +128,32 @@ def _write(
     images: bool,
 ) -> Report:
     report = Report(out_dir=out, markdown=out / REPORT_MD, unfinished=unfinished_cells(run_dir))
-    sections = []
+    sections, spot_rows = [], []
     for name, stem_prefix, group in run_sections(frame, Path(run_dir)):
+        prefix = _slug(stem_prefix)
         settings, distances = setting_summary(group), distance_summary(group)
         no_utility = utility_note(group)
+        evidence = setting_evidence(group)
+        spots = [] if no_utility else sweet_spots(evidence, limits)
+        section = Section(name=name, glance=headline_table(group), detail=detail_table(group))
+        if no_utility:
+            section.spots = f"**Not computed:** {no_utility}."
+            spot_rows.append(_not_computed(name, group, limits, no_utility))
+        else:
+            section.spots = sweet_spot_table(spots)
+            section.recommendation = recommendation_text(recommendation(spots))
+            spot_rows.append(
+                spots_frame(spots).assign(
+                    section=name,
+                    dataset=str(group["dataset"].iloc[0]),
+                    profile=str(group["profile"].iloc[0]),
+                )
+            )
+        frontier = frontier_figure(
+            evidence, spots, title=f"{name}: privacy-utility frontier (held-out worst case)"
+        )
+        if frontier is not None:
+            section.frontier = save_figure(frontier, out, f"{prefix}-frontier", formats)
         worst = worst_case_figure(group, title=f"{name}: held-out worst case over attacks vs ε")
         figures = [("worst_case", worst)] if worst is not None else []
         figures += summary_figures(
@@ -128,31 +165,14 @@ def _write(
                 run_dir, ordered(group), name=name, data_home=data_home, skipped=report.skipped
             )
         audited = audited_cells(group)
-        table = (
-            headline_table(group)
-            + "\n\n### Per attack (one row per attack variant)\n\n"
-            + detail_table(group)
-        )
         if not audited.empty:
             title = f"{name}: claimed ε vs empirical lower bound"
             figures.append(("claim_vs_bound", claim_vs_bound_figure(audited, title=title)))
-            table += "\n\n### Claimed ε vs empirical lower bound\n\n" + claim_vs_bound_table(
-                audited
-            )
-        paths = []
+            section.claims = claim_vs_bound_table(audited)
         for stem, fig in figures:
-            paths += save_figure(fig, out, f"{_slug(stem_prefix)}-{stem}", formats)
-        report.figures += paths
-        sections.append(
-            (
-                name,
-                table,
-                f"**Not computed:** {no_utility}."
-                if no_utility
-                else sweet_spot_table(sweet_spots(settings, limits)),
-                paths,
-            )
-        )
+            section.figures += save_figure(fig, out, f"{prefix}-{stem}", formats)
+        report.figures += section.frontier + section.figures
+        sections.append(section)
     text = render_markdown(
         frame,
         sections,
@@ -160,7 +180,34 @@ def _write(
         skipped=report.skipped,
         limits=limits,
         unfinished=report.unfinished,
+        delta_flag_mechs=delta_flag_mechs(),
     )
+    report.sweet_spots = out / SWEET_SPOTS_CSV
+    table = pd.concat(spot_rows, ignore_index=True)
+    io.write_with(report.sweet_spots, lambda tmp: table.to_csv(tmp, index=False))
     io.write_text(report.markdown, text)
+    report.html = write_html(report.markdown) if "png" in formats else None
     log.info("report written to %s (%d figure files)", report.markdown, len(report.figures))
     return report
+
+
+def _not_computed(name: str, group, limits: Sequence[float], why: str) -> pd.DataFrame:
+    """sweet_spots.csv's rows of a section whose utility axis measures nothing: one per limit
+    and mechanism, no setting, the reason."""
+    mechs = list(dict.fromkeys(ordered(group)["mech"]))
+    rows = [
+        {"limit": x, "mech": m, "setting": "", "reason": f"not computed: {why}"}
+        for x in limits
+        for m in mechs
+    ]
+    columns = spots_frame([]).columns
+    return pd.DataFrame(rows, columns=columns).assign(
+        section=name, dataset=str(group["dataset"].iloc[0]), profile=str(group["profile"].iloc[0])
+    )
+
+
+def delta_flag_mechs() -> list[str]:
+    """The mechanisms whose options take ``--delta`` (asked of the registry)."""
+    from audit.mechanisms import declared_options
+
+    return [m for m, options in declared_options().items() if "delta" in options.names()]

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -65,22 +66,58 @@ def test_report_out_dir_and_format_options(tmp_path, capsys):
     assert main(argv) == 0
     out, err = capsys.readouterr()
     assert f"report written to {tmp_path / 'r' / 'report.md'}" in out
-    assert sorted(p.suffix for p in (tmp_path / "r").iterdir()) == [".md"] + [".png"] * 3
+    suffixes = sorted(p.suffix for p in (tmp_path / "r").iterdir())
+    # the frontier, accuracy, MI AP and phi figures, report.md, report.html, sweet_spots.csv
+    assert suffixes == [".csv", ".html", ".md"] + [".png"] * (suffixes.count(".png"))
+    assert (tmp_path / "r" / "lfw-subset-quick-frontier.png").is_file()
     assert "WARNING audit.report" in err and "no cell holds scores.npz" in err  # logged
 
 
-def test_sweet_spot_table_in_the_markdown(reported):
+def test_sweet_spot_table_in_the_markdown_and_its_csv(reported):
     section = _markdown(reported).split("### Sweet spots")[1].split("### Figures")[0]
     lines = [line for line in section.splitlines() if line.startswith("| 0.")]
     assert len(lines) == 12
     for limit, per_mech in EXPECTED_SPOTS.items():
         for mech, label in per_mech.items():
-            want = label if label is not None else "no setting qualifies"
+            want = f"**{label}**" if label is not None else "none qualifies"
             assert any(line.startswith(f"| {limit:g} | {mech} | {want} |") for line in lines), (
                 limit,
                 mech,
                 want,
             )
+    csv = pd.read_csv(reported / "report" / "sweet_spots.csv", keep_default_na=False)
+    assert len(csv) == 12
+    chosen = {(r.limit, r.mech): r.setting or None for r in csv.itertuples()}
+    assert chosen == {(x, m): s for x, spots in EXPECTED_SPOTS.items() for m, s in spots.items()}
+
+
+def test_the_report_opens_with_the_recommendation_and_the_frontier(reported):
+    text = _markdown(reported)
+    head = text.split("## lfw-subset, profile quick")[0]
+    assert head.index("## Recommendation") < head.index("frontier.png")
+    assert "- **MI AP ≤ 0.75: ldp εᵢ=1000** (ε = 3000, δ = 0.01)" in head
+    # delta 0.01 of |D_train| unknown (no n_train column): no delta note without the size
+    html = (reported / "report" / "report.html").read_text()
+    assert html.index("Recommendation") < html.index("data:image/png;base64,")
+    assert 'src="lfw' not in html and "http" not in html.split("<body>")[1]
+
+
+def test_a_large_delta_is_said_out_loud(tmp_path):
+    frame = synthetic_runs(seeds=(0,)).assign(n_train=50, delta=0.02)
+    frame.loc[frame.mech == "none", "delta"] = 0.0
+    text = write_report(
+        write_runs(tmp_path, frame), formats=("png",), images=False
+    ).markdown.read_text()
+    about = text.split("### About δ")[1].split("## ")[0]
+    assert "**cdp: δ = 0.02 with |D_train| = 50.**" in about
+    assert "about 1 record(s)" in about and "`--delta" in about
+    assert "**ldp:" in about and "fixed by its accounting" in about  # ldp takes no --delta
+    methods = text.split("## How ε was computed")[1]
+    assert "| δ·|D_train| |" in methods.replace("\\|", "|")
+    small = write_report(
+        write_runs(tmp_path / "small", frame.assign(delta=1e-5)), formats=("png",), images=False
+    ).markdown.read_text()
+    assert "### About δ" not in small
 
 
 def _by_hand(values: list[float]) -> tuple[float, float]:
