@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np

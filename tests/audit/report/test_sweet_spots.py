@@ -13,8 +13,8 @@ from attacks.uncertainty import mi_ap_null
 from audit.report.summaries import load_runs
 from audit.report.sweet_spots import (
     Evidence,
-    records_to_certify,
     recommendation,
+    records_to_certify,
     setting_evidence,
     spots_frame,
     sweet_spot_table,
