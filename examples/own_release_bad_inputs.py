@@ -61,6 +61,8 @@ def _write(d: Path) -> None:
         np.savez(d / f"{name}.npz", X=x)
     np.savez(d / "labelled-members.npz", X=m, y=np.arange(20) % 2)
     (d / "model.py").write_text(MODEL)
+    (d / "a-sweep").mkdir(exist_ok=True)
+    (d / "a-sweep" / "run.json").write_text("{}")  # what a sweep's --out holds
 
 
 CASES = [
@@ -79,6 +81,9 @@ CASES = [
     ("entry point missing", {"--decoder": "model.py:nothing"}),
     ("claim without delta", {"--epsilon": "1"}),
     ("attack the release does not allow", {"--attack": "reconstruction"}),
+    ("a release name of two lines", {"--name": "my\nrelease"}),
+    ("a release name with a slash", {"--name": "faces/v2"}),
+    ("--out holding a sweep", {"--out": "a-sweep"}),
 ]
 
 
@@ -107,7 +112,7 @@ def main(d: Path) -> int:
                 str(d / value) if value.endswith((".npz", ".py")) or ".py:" in value else value,
             ]
         done = subprocess.run(argv, capture_output=True, text=True, cwd=d, check=False)
-        shown = " ".join(f"{k} {v}" for k, v in change.items())
+        shown = " ".join(f"{k} {v!r}" if "\n" in v else f"{k} {v}" for k, v in change.items())
         print(f"{title}: `{shown}`\n    exit {done.returncode}: {done.stderr.strip()}")
     return 0
 

@@ -40,7 +40,7 @@ def _lines(rows: pd.DataFrame) -> pd.DataFrame:
     order = {v: i for i, v in enumerate(THREAT_ORDER)}
     attacks = rows.assign(
         _rank=rows["attacker_sees"].map(lambda v: order.get(str(v), len(order))),
-        label=[result_label(r) for _, r in rows.iterrows()],
+        label=[_wrap(result_label(r)) for _, r in rows.iterrows()],
         low=rows.get("mi_ap_low", np.nan),
         high=rows.get("mi_ap_high", np.nan),
         q95=rows.get("mi_ap_null_q95", np.nan),
@@ -54,7 +54,7 @@ def _lines(rows: pd.DataFrame) -> pd.DataFrame:
     worst = pd.DataFrame(
         [
             {
-                "label": f"held-out worst case: {result_label(w)}\non {_half(w)} records",
+                "label": f"held-out worst case ({_half(w)} records):\n{result_label(w)}",
                 "mi_ap": float(w["worst_mi_ap"]),
                 "low": float(w.get("worst_mi_ap_low", math.nan)),
                 "high": float(w.get("worst_mi_ap_high", math.nan)),
@@ -65,6 +65,12 @@ def _lines(rows: pd.DataFrame) -> pd.DataFrame:
         ]
     )
     return pd.concat([attacks, worst], ignore_index=True)
+
+
+def _wrap(label: str, width: int = 40) -> str:
+    """``attack (distance, variant)`` on two lines where it is longer than ``width``."""
+    head, sep, tail = label.partition(" (")
+    return f"{head}\n({tail}" if sep and len(label) > width else label
 
 
 def _half(row: pd.Series) -> str:
@@ -89,9 +95,11 @@ def mi_ap_by_attack(rows: pd.DataFrame, *, title: str) -> Figure:
     highs = np.nan_to_num(lines["high"].to_numpy(float), nan=-np.inf)
     values = lines["mi_ap"].to_numpy(float)
     left = min(0.45, float(np.min(np.minimum(values, lows))) - 0.02)
-    right = min(1.0, max(float(np.max(np.maximum(values, highs))), 0.55) + 0.03)
+    right = max(float(np.max(np.maximum(values, highs))), 0.55) + 0.03  # room for a 1.0 marker
     with _style():
-        fig = Figure(figsize=(8.5, 1.7 + ROW_HEIGHT * n), layout="constrained")
+        longest = max(len(part) for label in lines["label"] for part in label.split("\n"))
+        height = 1.7 + ROW_HEIGHT * n + 0.12 * int(lines["label"].str.contains("\n").sum())
+        fig = Figure(figsize=(max(8.5, 5.2 + 0.075 * longest), height), layout="constrained")
         ax = fig.add_subplot()
         for i, line in lines.iterrows():
             q95 = float(line["q95"])

@@ -314,3 +314,72 @@ def test_a_sweep_result_reads_as_a_table_a_summary_and_one_line(tmp_path) -> Non
     assert (whole["worst_mi_ap"] == 0.68).all() and (whole["verdict"] == "beyond chance").all()
     narrow = summary[summary["threat_model"] == "samples only"]
     assert narrow["worst_mi_ap"].isna().all() and (narrow["strongest_mi_ap"] == 0.55).all()
+
+
+def _synthetic_rows(n: int) -> pd.DataFrame:
+    views = list(THREAT_ORDER)
+    return pd.DataFrame(
+        {
+            "attack": [f"attack{i}" for i in range(n)],
+            "distance": ["pixel-l2"] * n,
+            "variant": ["log-distance-calibrated-nonprivate"] * n,
+            "attacker_sees": [views[i % 3] for i in range(n)],
+            "mi_ap": np.linspace(0.45, 1.0, n),
+            "mi_ap_low": np.linspace(0.4, 0.98, n),
+            "mi_ap_high": np.linspace(0.5, 1.0, n),
+            "mi_ap_null_q95": 0.56,
+            "worst_case": [i == n - 1 for i in range(n)],
+            "worst_mi_ap": 0.99,
+            "worst_mi_ap_low": 0.97,
+            "worst_mi_ap_high": 1.0,
+            "worst_mi_ap_null_q95": 0.59,
+            "attack_members": 51,
+            "attack_nonmembers": 49,
+        }
+    )
+
+
+@pytest.mark.parametrize("n", [1, 20])
+def test_the_figure_keeps_every_text_on_the_canvas(n) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from audit.release.release_figures import mi_ap_by_attack
+
+    fig = mi_ap_by_attack(_synthetic_rows(n), title="a release with a long name: MI AP per attack")
+    agg = FigureCanvasAgg(fig)
+    agg.draw()
+    renderer = agg.get_renderer()
+    canvas = fig.bbox
+    texts = [t for t in fig.findobj(lambda a: hasattr(a, "get_text")) if t.get_text().strip()]
+    outside = [
+        t.get_text()
+        for t in texts
+        if t.get_visible()
+        and not (
+            t.get_window_extent(renderer).x0 >= canvas.x0 - 1
+            and t.get_window_extent(renderer).x1 <= canvas.x1 + 1
+            and t.get_window_extent(renderer).y0 >= canvas.y0 - 1
+            and t.get_window_extent(renderer).y1 <= canvas.y1 + 1
+        )
+    ]
+    assert outside == []
+    ax = fig.axes[0]
+    assert ax.get_position().width > 1 / 3  # the plot is not squeezed by its labels
+    assert len(fig.legends[0].get_texts()) <= 6
+
+
+def test_report_refuses_a_folder_mixing_a_sweep_and_releases(release, tmp_path, capsys) -> None:
+    import shutil
+
+    out, _ = release
+    mixed = tmp_path / "mixed"
+    shutil.copytree(out / "cells", mixed / "cells")
+    cell = next((mixed / "cells").iterdir())
+    sweep_cell = mixed / "cells" / "0000000000000000"
+    shutil.copytree(cell, sweep_cell)
+    config = (sweep_cell / "config.json").read_text().replace('"external"', '"none"')
+    (sweep_cell / "config.json").write_text(config)
+    assert benchmark.main(["report", str(mixed)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "both a sweep's cells and audited releases" in err and "\n" not in err
+    assert not (mixed / "report").exists()
