@@ -123,6 +123,8 @@ def test_a_labelled_test_set_gives_the_rows_utility_and_bad_ones_are_refused() -
     majority = np.bincount(test[1]).max() / len(test[1])
     assert row.acc_majority == majority and row.acc_base == 0.5 and row.n_test == 60
     assert row.acc > majority + 0.2 and row.acc_real > majority + 0.2  # the sign is learnt
+    assert row.utility_valid is True  # the release's own accuracy, against its majority rate
+    assert audit.summary()["utility_valid"].tolist() == [True]
     assert "user-given labelled records" in row.privacy_notes
     assert np.isnan(audit_arrays(members, non_members, **kwargs).rows[0].acc)  # not asked
     with pytest.raises(ValueError, match="also among the members"):
