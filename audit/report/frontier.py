@@ -70,14 +70,19 @@ def frontier_figure(
             ax.axhspan(0, floor, color=CHANCE_BAND_COLOR, alpha=0.55, zorder=0, linewidth=0)
             ax.text(
                 0.99,
-                floor,
-                f"at chance: blind attacker's 95 % quantile {floor:.3f}",
-                transform=ax.get_yaxis_transform(),
+                0.01,
+                f"shaded: MI AP at chance (≤ the blind attacker's 95 % quantile {floor:.3f})",
+                transform=ax.transAxes,
                 ha="right",
-                va="top",
+                va="bottom",
                 fontsize=7,
                 color="#7a6a3a",
             )
+        chosen = recommendation(spots)
+        ringed: dict[tuple[str, str], list[float]] = {}
+        for limit, spot in chosen:
+            if spot is not None:
+                ringed.setdefault((spot.mech, spot.setting), []).append(limit)
         handles: list[object] = []
         for mech in dict.fromkeys(e.mech for e in points):
             mine = sorted((e for e in points if e.mech == mech), key=lambda e: -e.epsilon)
@@ -121,8 +126,12 @@ def frontier_figure(
             )
             for i, e in enumerate(mine):
                 up = i % 2 == 0
+                under = ringed.get((e.mech, e.param_label))
+                text = _label(e)
+                if under:
+                    text += "\nrecommended for L = " + ", ".join(f"{x:g}" for x in under)
                 ax.annotate(
-                    _label(e),
+                    text,
                     (e.acc, e.worst_mi_ap),
                     xytext=(5, 5 if up else -5),
                     textcoords="offset points",
@@ -132,7 +141,6 @@ def frontier_figure(
                     color=color,
                     zorder=4,
                 )
-        chosen = recommendation(spots)
         limits = sorted(dict.fromkeys(limit for limit, _ in chosen))
         for limit in limits:
             ax.axhline(limit, color="dimgray", linestyle=":", linewidth=0.9, zorder=1)
@@ -146,11 +154,7 @@ def frontier_figure(
                 fontsize=7,
                 color="dimgray",
             )
-        ringed: dict[tuple[str, str], list[float]] = {}
-        for limit, spot in chosen:
-            if spot is not None:
-                ringed.setdefault((spot.mech, spot.setting), []).append(limit)
-        for (mech, setting), under in ringed.items():
+        for mech, setting in ringed:
             e = next(p for p in points if p.mech == mech and p.param_label == setting)
             ax.scatter(
                 [e.acc],
@@ -159,17 +163,6 @@ def frontier_figure(
                 facecolors="none",
                 edgecolors="crimson",
                 linewidths=1.8,
-                zorder=5,
-            )
-            ax.annotate(
-                "recommended for L = " + ", ".join(f"{x:g}" for x in under),
-                (e.acc, e.worst_mi_ap),
-                xytext=(0, -14),
-                textcoords="offset points",
-                ha="center",
-                va="top",
-                fontsize=7,
-                color="crimson",
                 zorder=5,
             )
         if ringed:
