@@ -8,7 +8,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from audit.check.checking import param_label
-from audit.report.plots import mech_color
+from audit.report.plots import (
+    POINT_LABELS,
+    _figure,
+    _finish,
+    _panel_grid,
+    _style,
+    log_axis,
+    mech_color,
+)
 
 CELL = ["mech", "param_name", "param_value", "seed"]
 AUDIT = [
@@ -74,41 +82,52 @@ OTHER_ESTIMATORS = (
 
 
 def claim_vs_bound_figure(cells: pd.DataFrame, *, title: str) -> Figure:
-    """One panel per mechanism: claimed ε and every estimator's lower bound (mean over seeds)
-    against the mechanism's parameter, log-scaled ε; the ceiling dotted. Bounds of 0 are not
-    drawn on the log scale (the table lists them)."""
+    """One panel per mechanism (in rows of two): claimed ε and every estimator's lower bound
+    (mean over seeds) against the mechanism's parameter, log-scaled ε; the ceiling dotted.
+    Bounds of 0 are not drawn on the log scale (the table lists them)."""
     mechs = sorted(cells["mech"].unique())
-    fig = Figure(figsize=(4.2 * len(mechs), 3.4), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(1, len(mechs), squeeze=False)[0])
-    for ax, mech in zip(axes, mechs, strict=True):
-        group = cells[cells["mech"] == mech].groupby("param_value")
-        mean = group[["epsilon", "epsilon_lower", "epsilon_lower_ceiling"]].mean()
-        x = mean.index.to_numpy(float)
-        color = mech_color(mech)
-        ax.plot(x, mean["epsilon"], "o-", color=color, label="claimed ε")
-        shown = mean["epsilon_lower"] > 0
-        estimators = cells.loc[cells["mech"] == mech, "epsilon_lower_estimator"]
-        named = ", ".join(sorted({str(e) for e in estimators if isinstance(e, str) and e}))
-        ax.plot(
-            x[shown],
-            mean["epsilon_lower"][shown],
-            "s--",
-            color=color,
-            label=f"lower bound ({named or 'audit'})",
-        )
-        for column, label, style in OTHER_ESTIMATORS:
-            values = group[column].mean()
-            if (values > 0).any():
-                ax.plot(x[values > 0], values[values > 0], style, color=color, label=label)
-        ceiling = mean["epsilon_lower_ceiling"] > 0
-        ax.plot(
-            x[ceiling], mean["epsilon_lower_ceiling"][ceiling], ":", color="grey", label="ceiling"
-        )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel(cells.loc[cells["mech"] == mech, "param_name"].iloc[0])
-        ax.set_ylabel("ε")
-        ax.set_title(mech)
-        ax.legend(fontsize="small")
-    fig.suptitle(title)
+    with _style():
+        fig = _figure(len(mechs), extra_height=1.0)
+        axes = _panel_grid(fig, len(mechs), sharey=False)
+        for ax, mech in zip(axes, mechs, strict=True):
+            mine = cells[cells["mech"] == mech]
+            group = mine.groupby("param_value")
+            mean = group[["epsilon", "epsilon_lower", "epsilon_lower_ceiling"]].mean()
+            x = mean.index.to_numpy(float)
+            color = mech_color(mech)
+            drawn = [mean["epsilon"].to_numpy(float)]
+            ax.plot(x, mean["epsilon"], "o-", color=color, label="claimed ε")
+            shown = (mean["epsilon_lower"] > 0).to_numpy()
+            estimators = mine["epsilon_lower_estimator"]
+            named = ", ".join(sorted({str(e) for e in estimators if isinstance(e, str) and e}))
+            ax.plot(
+                x[shown],
+                mean["epsilon_lower"][shown],
+                "s--",
+                color=color,
+                label=f"lower bound ({named or 'audit'})",
+            )
+            drawn.append(mean["epsilon_lower"].to_numpy(float)[shown])
+            for column, label, style in OTHER_ESTIMATORS:
+                values = group[column].mean()
+                if (values > 0).any():
+                    ok = (values > 0).to_numpy()
+                    ax.plot(x[ok], values[ok], style, color=color, label=label)
+                    drawn.append(values.to_numpy(float)[ok])
+            ceiling = (mean["epsilon_lower_ceiling"] > 0).to_numpy()
+            ax.plot(
+                x[ceiling],
+                mean["epsilon_lower_ceiling"][ceiling],
+                ":",
+                color="grey",
+                label="ceiling (the most this audit can show)",
+            )
+            drawn.append(mean["epsilon_lower_ceiling"].to_numpy(float)[ceiling])
+            log_axis(ax, x)
+            log_axis(ax, np.concatenate(drawn), which="y")
+            ax.set_xlabel(POINT_LABELS.get(mech, str(mine["param_name"].iloc[0])))
+            ax.set_ylabel("ε")
+            ax.set_title(mech)
+            ax.legend(fontsize=7, loc="best")
+        _finish(fig, title)
     return fig

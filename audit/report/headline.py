@@ -14,10 +14,26 @@ import math
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from audit.config import MechanismName
 from audit.report.markdown import _md_table
-from audit.report.plots import EPSILON_LABEL, _pad_log_x, _style, mech_color
+from audit.report.plots import (
+    CHANCE_COLOR,
+    WORST_CASE_LABEL,
+    _chance_handle,
+    _finish,
+    _label_points,
+    _legend_below,
+    _style,
+    attack_family,
+    epsilon_axis,
+    family_color,
+    family_measure_order,
+    mech_color,
+    wrap,
+)
 from audit.report.stats import format_epsilon, t_interval
 from audit.report.summaries import SETTING, WORST_CASE, ordered
 
@@ -190,66 +206,73 @@ def detail_table(frame: pd.DataFrame) -> str:
     return _md_table(headers, rows)
 
 
-def _per_setting(worst: pd.DataFrame) -> pd.DataFrame:
+def _per_setting(
+    rows: pd.DataFrame, *, by: tuple[str, ...] = SETTING, q95: str = "worst_mi_ap_null_q95"
+) -> pd.DataFrame:
+    """One row per group of ``by``: mechanism, parameter label, mean epsilon, MI AP with its 95 %
+    interval (one seed: the row's bootstrap; several: the t-interval) and the mean of ``q95``."""
     out = []
-    for _, rows in worst.groupby(list(SETTING), dropna=False, sort=False):
-        values = rows["mi_ap"].astype(float).dropna()
+    for _, group in rows.groupby(list(by), dropna=False, sort=False):
+        values = group["mi_ap"].astype(float).dropna()
         if values.empty:
             continue
         if len(values) == 1:
-            r = rows.loc[values.index[0]]
+            r = group.loc[values.index[0]]
             low, high = float(r.get("mi_ap_low", math.nan)), float(r.get("mi_ap_high", math.nan))
         else:
             ci = t_interval(values.to_numpy())
             low, high = ci.mean - ci.half_width, ci.mean + ci.half_width
         out.append(
             {
-                "mech": rows["mech"].iloc[0],
-                "param_label": rows["param_label"].iloc[0],
-                "epsilon": float(rows["epsilon"].astype(float).mean()),
+                "mech": group["mech"].iloc[0],
+                "param_label": group["param_label"].iloc[0],
+                "distance": group["distance"].iloc[0],
+                "epsilon": float(group["epsilon"].astype(float).mean()),
                 "mi_ap": float(values.mean()),
                 "low": low,
                 "high": high,
-                "q95": float(rows.get("worst_mi_ap_null_q95", pd.Series([math.nan])).mean()),
+                "q95": float(group.get(q95, pd.Series([math.nan])).astype(float).mean()),
             }
         )
     return pd.DataFrame(out)
 
 
+def _yerr(points: pd.DataFrame) -> np.ndarray:
+    err = np.stack([points["mi_ap"] - points["low"], points["high"] - points["mi_ap"]])
+    return np.nan_to_num(err.astype(np.float64)).clip(min=0)
+
+
 def worst_case_figure(frame: pd.DataFrame, *, title: str) -> Figure | None:
     """The held-out worst-case MI AP against epsilon, one line per mechanism with its 95 %
     intervals, the non-private baseline as a line with its band, and the blind attacker's
-    95 % quantile shaded (below it, a value is at chance). None without worst-case rows."""
+    95 % quantile shaded (below it, a value is at chance). Where no private setting has a
+    finite epsilon (an audited release), each attack's MI AP and the worst case as bars
+    instead (:func:`_attack_bars`). None without worst-case rows."""
     points = _per_setting(frame[frame["distance"] == WORST_CASE])
     if points.empty:
         return None
+    private = points[(points["mech"] != NONE) & np.isfinite(points["epsilon"])]
+    if private.empty:
+        return _attack_bars(frame, title=title.removesuffix(" vs ε"))
     with _style():
-        fig = Figure(figsize=(7.5, 4.2), layout="constrained")
+        fig = Figure(figsize=(8.0, 5.6), layout="constrained")
         ax = fig.add_subplot()
-        private = points[(points["mech"] != NONE) & np.isfinite(points["epsilon"])]
+        q95 = float(points["q95"].max())
+        if math.isfinite(q95):
+            label = f"at chance: below the blind attacker's 95 % quantile ({q95:.3f})"
+            ax.axhspan(0, q95, color=CHANCE_COLOR, alpha=0.6, label=label, zorder=0)
         for mech, group in private.groupby("mech", sort=False):
             group = group.sort_values("epsilon")
-            yerr = np.stack([group["mi_ap"] - group["low"], group["high"] - group["mi_ap"]]).clip(
-                min=0
-            )
             ax.errorbar(
                 group["epsilon"],
                 group["mi_ap"],
-                yerr=np.nan_to_num(yerr),
+                yerr=_yerr(group),
                 color=mech_color(mech),
                 marker="o",
                 capsize=3,
                 label=mech,
             )
-            for r in group.itertuples(index=False):
-                ax.annotate(
-                    r.param_label,
-                    (r.epsilon, r.mi_ap),
-                    fontsize=7,
-                    xytext=(5, 4),
-                    textcoords="offset points",
-                    color=mech_color(mech),
-                )
+            _label_points(ax, group, "mi_ap", mech_color(mech))
         base = points[points["mech"] == NONE]
         if not base.empty:
             b = base.iloc[0]
@@ -258,18 +281,60 @@ def worst_case_figure(frame: pd.DataFrame, *, title: str) -> Figure | None:
                 for y in (b["low"], b["high"]):
                     ax.axhline(y, color="black", linestyle=":", linewidth=0.9)
                 ax.plot([], [], color="black", linestyle=":", label="non-private: 95 % interval")
-        q95 = float(points["q95"].max())
-        if math.isfinite(q95):
-            label = f"at chance: below the blind attacker's 95 % quantile ({q95:.3f})"
-            ax.axhspan(0, q95, color="#e8d9b0", alpha=0.6, label=label, zorder=0)
-        ax.set_ylim(0.3, 1.02)
-        if not private.empty:
-            ax.set_xscale("log")
-            _pad_log_x(ax, private["epsilon"])
-        ax.set_xlabel(EPSILON_LABEL)
-        ax.set_ylabel("held-out worst-case MI AP\n(95 % interval)")
-        ax.set_title(title, fontsize=10)
-        ax.legend(loc="upper left", fontsize=7, frameon=True)
+        low = float(np.nanmin(np.append(points["low"].to_numpy(dtype=float), points["mi_ap"])))
+        ax.set_ylim(max(0.0, min(0.3, low - 0.03)), 1.02)
+        epsilon_axis(ax, private["epsilon"])
+        ax.set_ylabel("held-out worst-case MI AP\n(bars: 95 % interval)")
+        _finish(fig, title)
+        handles, labels = ax.get_legend_handles_labels()
+        _legend_below(fig, handles, labels)
+    return fig
+
+
+def _attack_bars(frame: pd.DataFrame, *, title: str) -> Figure:
+    """Per setting without a finite epsilon (an audited release): one horizontal bar per attack
+    result coloured by family, the held-out worst case in black on top, each with its 95 %
+    interval and a tick at its own blind attacker's 95 % quantile; the band up to the attacks'
+    quantile shaded."""
+    attacks = _per_setting(frame, by=(*SETTING, "distance"), q95="mi_ap_null_q95")
+    settings = list(dict.fromkeys(attacks["param_label"]))
+    n_bars = max(int((attacks["param_label"] == s).sum()) for s in settings)
+    with _style():
+        fig = Figure(
+            figsize=(8.0, len(settings) * (0.8 + 0.3 * n_bars) + 1.8), layout="constrained"
+        )
+        axes = np.atleast_1d(fig.subplots(len(settings), 1, sharex=True, squeeze=False)[:, 0])
+        for ax, setting in zip(axes, settings, strict=True):
+            mine = attacks[attacks["param_label"] == setting]
+            order = family_measure_order(list(mine["distance"]))
+            mine = mine.set_index("distance").loc[order].reset_index()
+            y = np.arange(len(mine))[::-1]
+            q_attack = float(mine.loc[mine["distance"] != WORST_CASE, "q95"].max())
+            if math.isfinite(q_attack):
+                ax.axvspan(0, q_attack, color=CHANCE_COLOR, alpha=0.6, zorder=0)
+            ax.barh(
+                y,
+                mine["mi_ap"],
+                xerr=_yerr(mine),
+                color=[family_color(attack_family(m)) for m in mine["distance"]],
+                capsize=2,
+                height=0.7,
+            )
+            ax.plot(mine["q95"], y, linestyle="none", marker="|", markersize=12, color="black")
+            names = [WORST_CASE_LABEL if m == WORST_CASE else m for m in mine["distance"]]
+            ax.set_yticks(y, [wrap(n, 3.0, 7) for n in names], fontsize=7)
+            ax.set_title(f"{mine['mech'].iloc[0]} {setting}".replace(" none", ""), fontsize=9)
+            low = float(np.nanmin(np.append(mine["low"].to_numpy(dtype=float), mine["mi_ap"])))
+            ax.set_xlim(max(0.0, min(0.3, low - 0.03)), 1.02)
+        axes[-1].set_xlabel("MI AP (average precision; members positive, 0.5 = chance)")
+        families = list(dict.fromkeys(attack_family(m) for m in attacks["distance"]))
+        handles: list[object] = [Patch(color=family_color(f)) for f in families]
+        labels = [WORST_CASE_LABEL if f == WORST_CASE else f for f in families]
+        chance, chance_label = _chance_handle(q_attack)
+        handles += [chance, Line2D([], [], linestyle="none", marker="|", markersize=10, color="k")]
+        labels += [chance_label + " (one attack)", "each bar's own blind 95 % quantile"]
+        _legend_below(fig, handles, labels)
+        _finish(fig, f"{title}: no finite ε to plot against, so MI AP per attack (95 % intervals)")
     return fig
 
 

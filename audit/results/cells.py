@@ -27,6 +27,7 @@ from audit.rows import PLAIN_VARIANT
 
 log = logging.getLogger(__name__)
 
+
 def _read_cell_file(path: Path, key: str) -> Any:
     """``path[key]``, or None (with a warning naming the file) where it is torn or foreign."""
     try:
@@ -127,12 +128,14 @@ def load_model_state(cell_dir: Path) -> dict[str, Any]:
     return state["model"]
 
 
-def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """(is_member (n,) bool, {distance: scores (n,)}) from a cell's ``scores.npz``.
+def load_attack_scores(
+    path: Path,
+) -> tuple[np.ndarray, dict[tuple[str, str, str], np.ndarray]]:
+    """(is_member (n,) bool, {(attack, distance, variant): scores (n,)}) from a cell's
+    ``scores.npz``: every attack result's per-record scores (higher = member).
 
     The file holds ``is_member`` and one ``scores_<attack>_<distance>[_<variant>]`` array per
-    attack result (the curves are the reconstruction attack's, higher = member), and optionally
-    ``schema_version``; anything else raises a ValueError.
+    attack result, and optionally ``schema_version``; anything else raises a ValueError.
     """
     with np.load(path, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
@@ -144,14 +147,25 @@ def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     if "is_member" not in arrays:
         raise ValueError(f"{path}: no is_member array (found {sorted(arrays)})")
     is_member = arrays.pop("is_member")
-    keyed = {parse_scores_key(k): v for k, v in arrays.items() if k.startswith("scores_")}
-    scores = {d: v for (a, d, var), v in keyed.items() if (a, var) == ("reconstruction", "mean")}
+    scores = {parse_scores_key(k): v for k, v in arrays.items() if k.startswith("scores_")}
     bad = [k for k, v in scores.items() if v.shape != is_member.shape]
     if is_member.dtype != np.bool_ or bad or not scores:
         shapes = {k: v.shape for k, v in arrays.items()}
         raise ValueError(
             f"{path}: expected a bool is_member and scores_<distance> arrays of the same "
             f"length, got is_member {is_member.dtype} {is_member.shape} and {shapes}"
+        )
+    return is_member, scores
+
+
+def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(is_member (n,) bool, {distance: scores (n,)}) of the reconstruction attack from a cell's
+    ``scores.npz`` (:func:`load_attack_scores`); a ValueError where it has none."""
+    is_member, keyed = load_attack_scores(path)
+    scores = {d: v for (a, d, var), v in keyed.items() if (a, var) == ("reconstruction", "mean")}
+    if not scores:
+        raise ValueError(
+            f"{path}: no reconstruction scores (found {sorted(scores_key(*k) for k in keyed)})"
         )
     return is_member, scores
 

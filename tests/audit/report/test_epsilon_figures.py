@@ -42,14 +42,16 @@ def test_measures_are_ordered_with_the_worst_case_first():
     assert measure_order(["ssim", "mse"], WORST_CASE) == ["mse", "ssim"]
 
 
-def test_many_measures_wrap_into_rows_and_the_worst_case_leads():
+def test_many_measures_get_one_panel_per_family_in_rows_and_the_worst_case_leads():
     measures = [*ATTACKS, WORST_CASE, *(f"latent-search:mse:v{k}" for k in range(4))]
     fig = mi_ap_vs_epsilon(_points(measures), {}, title="t", first=WORST_CASE)
     shown = [ax for ax in fig.axes if ax.get_visible()]
-    assert len(shown) == len(measures)
+    # worst case, reconstruction (mse, ssim), monte-carlo, latent-search (4), likelihood
+    assert len(shown) == 5
     cols = {round(ax.get_position().x0, 3) for ax in shown}
-    assert len(cols) == MAX_PANEL_COLUMNS  # 9 panels in rows of 4, not one row of 9
-    assert shown[0].get_title() == f"attack distance: {WORST_CASE.upper()}"
+    assert len(cols) == MAX_PANEL_COLUMNS == 2  # 5 panels in rows of 2, not one row of 5
+    assert shown[0].get_title().startswith("held-out worst case")
+    assert shown[1].get_title() == "reconstruction (2 variants)"
 
 
 def test_the_per_mechanism_figure_draws_each_measure_and_the_worst_case_in_black():
