@@ -77,6 +77,8 @@ def _label(group: pd.DataFrame) -> tuple[str, str]:
     mech, label = group["mech"].iloc[0], group["param_label"].iloc[0]
     if mech == MechanismName.NONE.value:
         return mech, "non-private (none)"
+    if label == MechanismName.NONE.value:  # no parameter: a release audited as it is
+        label = f"the {mech} release"
     epsilon = float(group["epsilon"].astype(float).mean())
     return mech, f"{label} (ε={short_number(epsilon)})" if np.isfinite(epsilon) else label
 

@@ -31,6 +31,8 @@ from audit.report.plots import (
     epsilon_axis,
     family_color,
     family_measure_order,
+    family_order,
+    measure_label,
     mech_color,
     wrap,
 )
@@ -291,6 +293,10 @@ def worst_case_figure(frame: pd.DataFrame, *, title: str) -> Figure | None:
     return fig
 
 
+#: The colour of each bar's own blind 95 % quantile mark: seen on black and coloured bars.
+TICK = "#d62728"
+
+
 def _attack_bars(frame: pd.DataFrame, *, title: str) -> Figure:
     """Per setting without a finite epsilon (an audited release): one horizontal bar per attack
     result coloured by family, the held-out worst case in black on top, each with its 95 %
@@ -318,21 +324,25 @@ def _attack_bars(frame: pd.DataFrame, *, title: str) -> Figure:
                 xerr=_yerr(mine),
                 color=[family_color(attack_family(m)) for m in mine["distance"]],
                 capsize=2,
+                ecolor="dimgray",
                 height=0.7,
             )
-            ax.plot(mine["q95"], y, linestyle="none", marker="|", markersize=12, color="black")
-            names = [WORST_CASE_LABEL if m == WORST_CASE else m for m in mine["distance"]]
+            ax.plot(mine["q95"], y, linestyle="none", marker="|", markersize=14, mew=2, color=TICK)
+            names = [measure_label(m) for m in mine["distance"]]
             ax.set_yticks(y, [wrap(n, 3.0, 7) for n in names], fontsize=7)
             ax.set_title(f"{mine['mech'].iloc[0]} {setting}".replace(" none", ""), fontsize=9)
             low = float(np.nanmin(np.append(mine["low"].to_numpy(dtype=float), mine["mi_ap"])))
             ax.set_xlim(max(0.0, min(0.3, low - 0.03)), 1.02)
         axes[-1].set_xlabel("MI AP (average precision; members positive, 0.5 = chance)")
-        families = list(dict.fromkeys(attack_family(m) for m in attacks["distance"]))
+        families = family_order(list(attacks["distance"]))
         handles: list[object] = [Patch(color=family_color(f)) for f in families]
         labels = [WORST_CASE_LABEL if f == WORST_CASE else f for f in families]
-        chance, chance_label = _chance_handle(q_attack)
-        handles += [chance, Line2D([], [], linestyle="none", marker="|", markersize=10, color="k")]
-        labels += [chance_label + " (one attack)", "each bar's own blind 95 % quantile"]
+        chance, chance_label = _chance_handle(q_attack, " (one attack)")
+        handles += [
+            chance,
+            Line2D([], [], linestyle="none", marker="|", markersize=10, mew=2, color=TICK),
+        ]
+        labels += [chance_label, "each bar's own blind 95 % quantile"]
         _legend_below(fig, handles, labels)
         _finish(fig, f"{title}: no finite ε to plot against, so MI AP per attack (95 % intervals)")
     return fig

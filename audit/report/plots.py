@@ -34,6 +34,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from audit import io
 from audit.config import MechanismName
+from audit.report.summaries import WORST_CASE
 
 #: What the point labels of each mechanism's line are: z is the DP noise multiplier, not a latent.
 POINT_LABELS = {
@@ -41,6 +42,7 @@ POINT_LABELS = {
     "cdp-termwise": "noise multiplier z",
     "ldp": "εᵢ per pixel cell",
     "vae-ldp": "noise bound σ",
+    "dp2vae": "noise multiplier z",
 }
 EPSILON_LABEL = "privacy budget ε (log scale)"
 ACC_LABEL = "accuracy on the real test set\n(classifier trained on generated data)"
@@ -51,8 +53,6 @@ _PALETTE = dict(zip(_PRIVATE, sns.color_palette("colorblind", len(_PRIVATE)), st
 BASELINE_COLOR = "black"
 #: The blind attacker's band: an MI AP at or below its 95 % quantile is at chance.
 CHANCE_COLOR = "#e8d9b0"
-#: The measure label of a cell's held-out worst case (:data:`audit.report.summaries.WORST_CASE`).
-WORST_CASE = "worst case"
 WORST_CASE_LABEL = "held-out worst case (measured on the other half of D_atk)"
 #: The reconstruction attack's results carry their distance alone as measure label (mse, ssim).
 RECONSTRUCTION = "reconstruction"
@@ -102,6 +102,14 @@ def attack_family(measure: str) -> str:
 def variant_name(measure: str) -> str:
     """What tells a measure apart within its family: ``pca-l2:nearest``, ``mse``."""
     return measure.split(":", 1)[1] if ":" in measure else measure
+
+
+def measure_label(measure: str) -> str:
+    """A measure as a legend names it: the worst case spelled out, the reconstruction attack's
+    bare distance with its attack (``reconstruction:mse``)."""
+    if measure == WORST_CASE:
+        return WORST_CASE_LABEL
+    return measure if ":" in measure else f"{RECONSTRUCTION}:{measure}"
 
 
 def family_color(family: str) -> tuple[float, float, float] | str:
@@ -175,8 +183,8 @@ class SettingCurves:
 
 def wrap(text: str, width_in: float, fontsize: float) -> str:
     """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (an
-    average glyph is taken as 0.6 of the font size wide)."""
-    chars = max(12, int(width_in * 72 / (0.6 * fontsize)))
+    average glyph is taken as 0.55 of the font size wide)."""
+    chars = max(12, int(width_in * 72 / (0.55 * fontsize)))
     return "\n".join(
         textwrap.fill(line, chars, break_on_hyphens=False, break_long_words=False)
         for line in text.splitlines()
@@ -315,6 +323,19 @@ def mi_ap_interval(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         known = np.isfinite(given_low) & np.isfinite(given_high)
         low, high = np.where(known, given_low, low), np.where(known, given_high, high)
     return np.clip(low, 0, 1), np.clip(high, 0, 1)
+
+
+#: How far apart (in decades of epsilon) the variants of one panel are drawn, so that their
+#: intervals at the same setting do not hide each other.
+DODGE_DECADES = 0.02
+
+
+def _dodge(group: pd.DataFrame, k: int, n: int) -> pd.DataFrame:
+    """``group`` with its epsilon moved by the k-th of n small steps (a fraction of a decade)."""
+    if n < 2:
+        return group
+    factor = 10 ** (DODGE_DECADES * (k - (n - 1) / 2))
+    return group.assign(epsilon=group["epsilon"].astype(float) * factor)
 
 
 class _Intervals:
@@ -560,10 +581,10 @@ def mi_ap_vs_epsilon(
             panel = points[points["distance"].isin(mine)]
             _chance_band(ax, chance_level(panel))
             bars = _Intervals()
-            for measure in mine:
+            for k, measure in enumerate(mine):
                 linestyle, marker = styles[measure]
                 for mech, group in panel[panel["distance"] == measure].groupby("mech", sort=False):
-                    group = group.sort_values("epsilon")
+                    group = _dodge(group.sort_values("epsilon"), k, len(mine))
                     ax.plot(
                         group["epsilon"],
                         group["mi_ap"],
@@ -574,7 +595,7 @@ def mi_ap_vs_epsilon(
                         linewidth=1.4,
                     )
                     bars.add(group, mech_color(mech))
-                    if len(mine) == 1:
+                    if family == families[0]:  # the leading panel names the settings
                         _label_points(ax, group, "mi_ap", mech_color(mech))
                 for ref in refs.get(measure, ()):
                     single = len(mine) == 1
@@ -865,7 +886,9 @@ def attack_curves(
                 by_family = len(set(map(str, styles.values()))) < len(styles)
                 keys: dict[str, object] = {}
                 for winner, style in styles.items():
-                    keys.setdefault(attack_family(winner) if by_family else winner, style)
+                    keys.setdefault(
+                        attack_family(winner) if by_family else measure_label(winner), style
+                    )
                 ax_pr.legend(
                     [Line2D([], [], color="dimgray", linestyle=s) for s in keys.values()],
                     list(keys),

@@ -9,7 +9,8 @@ rasterising: the extents are the same, in a third less time) and fails, naming e
 - a visible axes is narrower than ``min_axes_width`` of the figure (colorbars excepted);
 - the drawn tick labels of one axis overlap each other, or titles, axis labels and legend
   texts overlap (labels beside data points may touch);
-- a log-scaled axis shows fewer than ``min_log_ticks`` labelled ticks.
+- a log-scaled axis shows fewer than ``min_log_ticks`` labelled ticks, or an axis labelled
+  "log scale" is not.
 
 Only what is drawn counts: artists in hidden axes, empty texts and tick labels outside the view
 are left out. ``problems(fig)`` returns the same findings as strings.
@@ -101,6 +102,8 @@ def _axis_problems(ax: Axes, renderer, min_log_ticks: int) -> list[str]:
             else:
                 continue
             break
+        if "log scale" in axis.label.get_text() and axis.get_scale() != "log":
+            found.append(f"{which} axis of {title!r} says 'log scale' but is {axis.get_scale()}")
         if axis.get_scale() == "log" and len(labels) < min_log_ticks:
             shown = [t.get_text() for t, _ in labels]
             found.append(
@@ -129,10 +132,17 @@ def problems(
     frame = fig.bbox
     found: list[str] = []
     labels: list[tuple[Text, Bbox]] = []  # titles, axis and legend texts: not data labels
+    ticks = {  # tick labels: checked per axis, not against every other text
+        id(label)
+        for ax in fig.get_axes()
+        for axis in (ax.xaxis, ax.yaxis)
+        for tick in (*axis.majorTicks, *axis.minorTicks)
+        for label in (tick.label1, tick.label2)
+    }
     for artist in _drawn(fig):
         if isinstance(artist, Text) and _shown(artist, renderer):
             box = artist.get_window_extent(renderer)
-            if not isinstance(artist, Annotation) and not _is_tick_label(artist):
+            if not isinstance(artist, Annotation) and id(artist) not in ticks:
                 labels.append((artist, box))
             if _outside(box, frame, tolerance_px):
                 found.append(
@@ -160,14 +170,6 @@ def problems(
             found += _axis_problems(artist, renderer, min_log_ticks)
     found += _overlaps(labels)
     return found
-
-
-def _is_tick_label(text: Text) -> bool:
-    return text.axes is not None and any(
-        text in (tick.label1, tick.label2)
-        for axis in (text.axes.xaxis, text.axes.yaxis)
-        for tick in (*axis.majorTicks, *axis.minorTicks)
-    )
 
 
 def _overlaps(labels: list[tuple[Text, Bbox]]) -> list[str]:

@@ -277,4 +277,6 @@ def test_the_checker_finds_what_it_is_for():
     assert "a legend has 9 entries" in found
     assert "of the figure's width" in found
     assert "fewer than 2" in found
+    left.set_xlabel("privacy budget ε (log scale)")
+    assert "x axis of 'an axes' says 'log scale' but is linear" in "\n".join(problems(fig))
     assert "'a title' and 'printed over the title' overlap" in found
