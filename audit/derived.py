@@ -32,12 +32,33 @@ def _baseline_chance(b: Any) -> float:
     return chance_accuracy(float(b.acc_base), float(getattr(b, "acc_majority", math.nan)))
 
 
-def _utility_valid(frame: pd.DataFrame, row: Any) -> bool:
+def accuracy_valid(
+    *, acc: float, acc_base: float, acc_majority: float, n_test: float
+) -> bool | None:
+    """Whether accuracy ``acc`` on ``n_test`` labelled test records is above chance =
+    max(1/#classes, their majority share) (:func:`above_chance`); None where no accuracy was
+    measured (NaN)."""
+    if not math.isfinite(acc):
+        return None
+    chance = chance_accuracy(acc_base, acc_majority)
+    return above_chance(acc, n_test=n_test, chance=chance)
+
+
+def _utility_valid(frame: pd.DataFrame, row: Any) -> bool | None:
     """Whether the row's non-private baseline classifies above chance (:func:`above_chance`),
     chance being the larger of 1/#classes and D_test's majority-class share: only then does its
     accuracy axis (acc, phi, sweet spots) measure anything. The baseline's accuracy is its
     cell's, whatever attacks it ran: a row of an attack the baseline did not run (dp2vae's
-    decoder-only attacks against a reconstruction-only baseline) is judged by it too."""
+    decoder-only attacks against a reconstruction-only baseline) is judged by it too. A row
+    without a baseline (an audited release: ``baseline_hash`` empty) is judged by its own
+    accuracy (:func:`accuracy_valid`; None without one)."""
+    if not (isinstance(row.baseline_hash, str) and row.baseline_hash):
+        return accuracy_valid(
+            acc=float(row.acc),
+            acc_base=float(row.acc_base),
+            acc_majority=float(getattr(row, "acc_majority", math.nan)),
+            n_test=float(getattr(row, "n_test", math.nan)),
+        )
     base = frame[frame.config_hash == row.baseline_hash]
     if base.empty or "n_test" not in frame:
         return False
@@ -82,7 +103,9 @@ def _phi_pair(
     if not row.utility_valid:
         return Phi(math.nan, paper, f"{what}: the non-private utility is not above chance")
     if not _is_true(beyond):
-        band = f" (its blind attacker's 95 % quantile {null_q95:.3f})" if null_q95 == null_q95 else ""
+        band = (
+            f" (its blind attacker's 95 % quantile {null_q95:.3f})" if null_q95 == null_q95 else ""
+        )
         return Phi(
             math.nan,
             paper,

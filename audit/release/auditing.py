@@ -31,6 +31,7 @@ from audit import io
 from audit.attack_plan import SWEEP_ATTACKS, attack_settings, check_requested
 from audit.cell_rows import result_rows
 from audit.config import CACHE_SCHEMA
+from audit.derived import accuracy_valid
 from audit.mechanisms import Context
 from audit.pipeline import run_release_attacks
 from audit.release.entry_points import as_released, check_model
@@ -41,13 +42,10 @@ from audit.release.release_rows import (
     EXTERNAL,
     RELEASE_PROFILE,
     check_release_out,
-    utility_valid,
-    with_release_columns,
-    write_release_csv,
 )
 from audit.release.release_summary import cell_summary, one_line, summary_frame
 from audit.release.utility import check_test_set, release_utility
-from audit.results import cell_path, run_hash, scores_key, setting_hash
+from audit.results import cell_path, run_hash, scores_key, setting_hash, write_csv
 from audit.results.layout import SORT_KEYS
 from audit.rows import Row
 from dpvae_core.progress import ProgressFactory, null_progress
@@ -196,7 +194,7 @@ class ReleaseAudit:
         frame["setting_hash"] = setting_hash(self.canonical)
         frame["precision"] = self.canonical.get("options", {}).get("precision", "float32")
         frame = frame.sort_values(SORT_KEYS, na_position="first").reset_index(drop=True)
-        return with_release_columns(frame)
+        return frame
 
     def summary(self) -> pd.DataFrame:
         """One line per threat model (samples only, decoder only, encoder and decoder, those
@@ -321,7 +319,7 @@ def audit_release(
             f"; utility=classifier on the {len(release.samples)} samples (acc) and on the members "
             f"(acc_real), tested on {len(test)} user-given labelled records"
         )
-    facts["utility_valid"] = utility_valid(
+    facts["utility_valid"] = accuracy_valid(
         acc=float(facts["acc"]),
         acc_base=float(facts["acc_base"]),
         acc_majority=float(facts.get("acc_majority", math.nan)),
@@ -336,7 +334,7 @@ def audit_release(
     if out is None:
         return audit
     cell_dir = _write(Path(out), digest, audit)
-    write_release_csv(Path(out))
+    write_csv(Path(out))
     report = write_release_report(Path(out), formats=formats)
     return ReleaseAudit(
         rows=rows,

@@ -71,6 +71,12 @@ class Evidence:
     acc_above_chance: bool
 
 
+def _count(values: pd.Series) -> int:
+    """The largest count in ``values`` (0 where unknown)."""
+    top = values.astype(float).max()
+    return int(top) if math.isfinite(top) else 0
+
+
 def _first(rows: pd.DataFrame, column: str, default: float = math.nan) -> float:
     if column not in rows:
         return default
@@ -124,10 +130,26 @@ def _accuracy(cells: pd.DataFrame) -> tuple[float, float, float, float, bool]:
     )
 
 
+#: Columns the evidence reads that older rows may lack (read as unknown: NaN).
+_OPTIONAL = (
+    "mi_ap_low",
+    "mi_ap_high",
+    "mi_ap_null_q95",
+    "attack_members",
+    "attack_nonmembers",
+    "n_test",
+    "acc_majority",
+    "delta",
+)
+
+
 def setting_evidence(frame: pd.DataFrame) -> list[Evidence]:
     """One :class:`Evidence` per setting of one report section (rows as
     :func:`audit.report.summaries.load_runs` gives them, worst-case rows included), in the
     report's order."""
+    missing = [c for c in _OPTIONAL if c not in frame.columns]
+    if missing:  # rows of older code, or a bare runs.csv: unknown, so nothing can qualify
+        frame = frame.assign(**dict.fromkeys(missing, math.nan))
     out = []
     attacks = frame[frame["distance"] != WORST_CASE]
     worst_rows = frame[frame["distance"] == WORST_CASE]
@@ -145,8 +167,8 @@ def setting_evidence(frame: pd.DataFrame) -> list[Evidence]:
             )
             reached = chosen["distance"].astype(str).value_counts()
             reached_by = str(reached.index[0]) if not reached.empty else "n/a"
-            members = int(cells["attack_members"].max())
-            nonmembers = int(cells["attack_nonmembers"].max())
+            members = _count(cells["attack_members"])
+            nonmembers = _count(cells["attack_nonmembers"])
             eval_m, eval_n = members - round(members / 2), nonmembers - round(nonmembers / 2)
         else:  # D_atk too small to split: the largest MI AP over attacks, its own interval
             per_seed = rows.loc[rows.groupby("seed")["mi_ap"].idxmax()]
@@ -155,8 +177,8 @@ def setting_evidence(frame: pd.DataFrame) -> list[Evidence]:
             highs = per_seed["mi_ap_high"].astype(float).dropna().to_numpy()
             floor = float(rows["mi_ap_null_q95"].astype(float).max())
             reached_by = "largest MI AP over attacks (no held-out split)"
-            eval_m = int(cells["attack_members"].max()) if "attack_members" in cells else 0
-            eval_n = int(cells["attack_nonmembers"].max()) if "attack_nonmembers" in cells else 0
+            eval_m = _count(cells["attack_members"])
+            eval_n = _count(cells["attack_nonmembers"])
         attack_lows = rows["mi_ap_low"].astype(float)
         top = rows.loc[attack_lows.idxmax()] if attack_lows.notna().any() else rows.iloc[0]
         acc, acc_low, acc_high, chance, useful = _accuracy(cells)
@@ -177,9 +199,7 @@ def setting_evidence(frame: pd.DataFrame) -> list[Evidence]:
                 floor=floor,
                 eval_members=eval_m,
                 eval_nonmembers=eval_n,
-                attacked=int(cells["attack_members"].max() + cells["attack_nonmembers"].max())
-                if "attack_members" in cells
-                else 0,
+                attacked=_count(cells["attack_members"]) + _count(cells["attack_nonmembers"]),
                 strongest_attack=str(top["distance"]),
                 strongest_mi_ap=float(top["mi_ap"]),
                 strongest_mi_ap_low=float(top.get("mi_ap_low", math.nan)),

@@ -66,7 +66,7 @@ def test_report_never_averages_rows_of_two_configurations(tmp_path, caplog):
         report = write_report(tmp_path, formats=("png",), images=False)
     text = report.markdown.read_text()
     assert "| 19.1 |" in text and "| 5.03 |" in text and "12.1" not in text
-    assert text.count("## digits, profile quick, configuration ") == 2
+    assert text.count("\n## digits, profile quick, configuration ") == 2  # a section each
     assert "epochs: 40 vs 5" in text
     assert "run configurations" in caplog.text
 

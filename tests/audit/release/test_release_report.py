@@ -14,8 +14,10 @@ import pytest
 from torch import nn
 
 import benchmark
+from audit.derived import accuracy_valid as utility_valid
+from audit.derived import add_derived_columns
 from audit.release import ExternalModel, ReleaseAuditConfig, audit_arrays
-from audit.release.release_rows import release_rows, utility_valid, with_release_columns
+from audit.release.release_rows import release_rows
 from audit.release.release_summary import THREAT_ORDER, _worst_from_scores, cell_scores
 from audit.sweep import SweepResult
 
@@ -209,15 +211,22 @@ def test_utility_valid_is_the_release_s_accuracy_against_its_majority_rate() -> 
     assert utility_valid(acc=float("nan"), acc_base=0.1, acc_majority=0.1, n_test=100) is None
     frame = pd.DataFrame(
         {
-            "mech": ["external", "none"],
             "acc": [0.925, 0.925],
             "acc_base": [0.1, 0.1],
             "acc_majority": [0.115, 0.115],
             "n_test": [400, 400],
-            "utility_valid": [False, False],  # what the sweep's derived column gives a release
+            "config_hash": ["r", "n"],
+            "baseline_hash": ["", "gone"],  # a release has no baseline; a sweep row has one
+            "mech": ["external", "none"],
+            "mi_ap": [0.6, 0.6],
+            "attack": ["reconstruction"] * 2,
+            "distance": ["mse"] * 2,
+            "variant": ["mean"] * 2,
         }
     )
-    assert list(with_release_columns(frame)["utility_valid"]) == [True, False]
+    # the release is judged by its own accuracy; the sweep row by its baseline cell, which is
+    # not among the rows: not valid, whatever its own accuracy
+    assert list(add_derived_columns(frame)["utility_valid"]) == [True, False]
 
 
 BAD_NAMES = {
