@@ -112,7 +112,11 @@ def headline_table(frame: pd.DataFrame) -> str:
         mine = mine if not mine.empty else setting.iloc[0:0]
         verdict = _verdict(mine.get("worst_beyond_chance", pd.Series(dtype=object)))
         phi = "–" if setting["mech"].iloc[0] == NONE else _value(mine, "phi", "", "")
-        if verdict == AT_CHANCE and phi != "–":
+        if phi == "n/a" and "phi_note" in setting:
+            notes = [n for n in setting["phi_note"].dropna().astype(str) if "phi_worst:" in n]
+            if notes:  # why phi is empty: the baseline at chance, or its utility not valid
+                phi += " (" + notes[0].split("phi_worst: ")[1].split(";")[0] + ")"
+        if verdict == AT_CHANCE and phi != "–" and not phi.startswith("n/a"):
             phi += " (privacy at chance)"
         rows.append(
             [

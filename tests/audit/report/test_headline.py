@@ -94,6 +94,19 @@ def test_headline_marks_a_worst_case_inside_the_band_with_its_interval():
     assert "(privacy at chance)" in cdp and "majority 0.120" in cdp
 
 
+def test_an_empty_phi_says_why():
+    frame = pd.DataFrame(
+        _cell("none", math.nan, "none", math.inf, 0.52, 0.51, False)
+        + _cell("cdp", 1.0, "z=1", 5.0, 0.5, 0.5, False)
+    ).assign(phi_worst=math.nan)
+    note = "phi_worst: the non-private attack (MI AP 0.510) is not beyond its chance band"
+    frame["phi_note"] = note
+    frame = pd.concat([frame, worst_case_rows(frame).assign(distance=WORST_CASE)])
+    cdp = headline_table(frame).splitlines()[3]
+    assert "n/a (the non-private attack (MI AP 0.510) is not beyond its chance band)" in cdp
+    assert "(privacy at chance)" not in cdp
+
+
 def test_detail_table_has_a_row_per_attack_variant_and_says_why_tpr_is_empty():
     table = detail_table(_frame()).splitlines()
     assert len(table) == 2 + 4
