@@ -133,7 +133,7 @@ def frontier_figure(
                 ax.annotate(
                     text,
                     (e.acc, e.worst_mi_ap),
-                    xytext=(5, 5 if up else -5),
+                    xytext=(10, 7 if up else -9),  # clear of the ring of a recommended point
                     textcoords="offset points",
                     ha="left",
                     va="bottom" if up else "top",

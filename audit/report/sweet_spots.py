@@ -97,37 +97,36 @@ def _bounds(values: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> tuple[fl
     ci = t_interval(values)
     low = min(ci.mean - ci.half_width, float(np.mean(lows)) if lows.size else math.inf)
     high = max(ci.mean + ci.half_width, float(np.mean(highs)) if highs.size else -math.inf)
-    return low, high
+    return max(0.0, low), min(1.0, high)  # MI AP lies in [0, 1]
 
 
 def _accuracy(cells: pd.DataFrame) -> tuple[float, float, float, float, bool]:
-    """(mean accuracy, Clopper-Pearson 95 % interval on the pooled test records, chance, above
-    chance) over one setting's cells (one row each)."""
+    """(mean accuracy, its 95 % interval, chance, above chance) over one setting's cells (one
+    row each): one seed, the Clopper-Pearson interval on its test records; several, the wider
+    of that interval on the pooled test records and the t-interval over seeds (seeds train
+    different models, so their spread counts too). Above chance: the exact binomial test of
+    :func:`above_chance` on the pooled records and, with several seeds, the t-interval's lower
+    end above chance as well."""
     acc = cells["acc"].astype(float)
     chance = max(
         chance_accuracy(float(b), float(m))
-        for b, m in zip(
-            cells["acc_base"],
-            cells["acc_majority"] if "acc_majority" in cells else [math.nan] * len(cells),
-            strict=True,
-        )
+        for b, m in zip(cells["acc_base"], cells["acc_majority"], strict=True)
     )
-    n_test = (
-        cells["n_test"].astype(float) if "n_test" in cells else pd.Series(math.nan, cells.index)
-    )
+    n_test = cells["n_test"].astype(float)
     ok = acc.notna() & n_test.notna() & (n_test >= 1)
     if not ok.any():
         return float(acc.mean()), math.nan, math.nan, chance, False
     k = int(sum(round(a * n) for a, n in zip(acc[ok], n_test[ok], strict=True)))
     n = int(n_test[ok].sum())
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
-    return (
-        float(acc[ok].mean()),
-        ci.low,
-        ci.high,
-        chance,
-        above_chance(k / n, n_test=n, chance=chance),
-    )
+    low, high = ci.low, ci.high
+    useful = above_chance(k / n, n_test=n, chance=chance)
+    if ok.sum() > 1:
+        spread = t_interval(acc[ok].to_numpy())
+        low = max(0.0, min(low, spread.mean - spread.half_width))
+        high = min(1.0, max(high, spread.mean + spread.half_width))
+        useful = useful and spread.mean - spread.half_width > chance
+    return float(acc[ok].mean()), low, high, chance, useful
 
 
 #: Columns the evidence reads that older rows may lack (read as unknown: NaN).
@@ -139,6 +138,7 @@ _OPTIONAL = (
     "attack_nonmembers",
     "n_test",
     "acc_majority",
+    "acc_base",
     "delta",
 )
 
