@@ -84,28 +84,20 @@ class Phi:
 NO_PHI = Phi(math.nan, math.nan)
 
 
-def _phi_pair(
-    row: Any,
-    b: Any,
-    *,
-    atk_orig: float,
-    atk: float,
-    beyond: Any,
-    null_q95: float,
-    what: str,
-) -> Phi:
-    """:class:`Phi` of ``row`` against baseline row ``b`` at MI APs ``atk_orig`` and ``atk``;
-    ``beyond``/``null_q95``: whether the baseline's attack is beyond its chance band, and that
-    band's 95 % quantile."""
+def _phi_pair(row: Any, b: Any, *, prefix: str, what: str) -> Phi:
+    """:class:`Phi` of ``row`` against baseline row ``b`` at their ``{prefix}mi_ap`` (``""``:
+    the attack result; ``"worst_"``: the held-out worst case), with the baseline's
+    ``{prefix}beyond_chance`` and ``{prefix}mi_ap_null_q95`` saying whether there is privacy to
+    lose."""
+    atk_orig, atk = float(getattr(b, f"{prefix}mi_ap")), float(getattr(row, f"{prefix}mi_ap"))
     paper = phi_score(
         atk_orig=atk_orig, atk=atk, acc_orig=b.acc, acc=row.acc, acc_base=row.acc_base
     )
     if not row.utility_valid:
         return Phi(math.nan, paper, f"{what}: the non-private utility is not above chance")
-    if not _is_true(beyond):
-        band = (
-            f" (its blind attacker's 95 % quantile {null_q95:.3f})" if null_q95 == null_q95 else ""
-        )
+    if not _is_true(getattr(b, f"{prefix}beyond_chance", None)):
+        q95 = float(getattr(b, f"{prefix}mi_ap_null_q95", math.nan))
+        band = f" (its blind attacker's 95 % quantile {q95:.3f})" if math.isfinite(q95) else ""
         return Phi(
             math.nan,
             paper,
@@ -123,18 +115,7 @@ def _phi(frame: pd.DataFrame, row: Any) -> Phi:
     if row.mech == MechanismName.NONE.value:
         return NO_PHI
     base = _baseline(frame, row)
-    if base.empty:
-        return NO_PHI
-    b = base.iloc[0]
-    return _phi_pair(
-        row,
-        b,
-        atk_orig=float(b.mi_ap),
-        atk=float(row.mi_ap),
-        beyond=getattr(b, "beyond_chance", None),
-        null_q95=float(getattr(b, "mi_ap_null_q95", math.nan)),
-        what="phi",
-    )
+    return NO_PHI if base.empty else _phi_pair(row, base.iloc[0], prefix="", what="phi")
 
 
 #: The attack name and distance of a cell's held-out worst case over its attacks, as a row of
@@ -184,18 +165,7 @@ def _phi_worst(frame: pd.DataFrame, row: Any) -> Phi:
     if row.mech == MechanismName.NONE.value or "worst_mi_ap" not in frame:
         return NO_PHI
     base = frame[frame.config_hash == row.baseline_hash]
-    if base.empty:
-        return NO_PHI
-    b = base.iloc[0]
-    return _phi_pair(
-        row,
-        b,
-        atk_orig=float(b.worst_mi_ap),
-        atk=float(row.worst_mi_ap),
-        beyond=getattr(b, "worst_beyond_chance", None),
-        null_q95=float(getattr(b, "worst_mi_ap_null_q95", math.nan)),
-        what="phi_worst",
-    )
+    return NO_PHI if base.empty else _phi_pair(row, base.iloc[0], prefix="worst_", what="phi_worst")
 
 
 def add_derived_columns(frame: pd.DataFrame) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from audit import io
 from audit.release.release_figures import mi_ap_by_attack, save_release_figure
 from audit.release.release_rows import EXTERNAL, dcr_file, release_rows
 from audit.release.release_summary import as_flag, cell_scores, result_label, summary_frame
+from audit.report.markdown import interval_text, md_table
 from audit.results import locked_dir, unfinished_cells
 
 log = logging.getLogger(__name__)
@@ -149,23 +150,6 @@ def _fmt(value: object, digits: int = 3) -> str:
     return str(value)
 
 
-def _interval(value: float, low: float, high: float) -> str:
-    if not math.isfinite(value):
-        return "n/a"
-    if math.isfinite(low) and math.isfinite(high):
-        return f"{value:.3f} [{low:.3f}, {high:.3f}]"
-    return f"{value:.3f}"
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    def cell(value: object) -> str:
-        return str(value).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(map(cell, headers)) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def notes_of(text: object) -> dict[str, str]:
     """A row's ``privacy_notes`` (``key=value`` joined by ``"; "``) as a dict."""
     notes = {}
@@ -205,7 +189,7 @@ def _what(rows: pd.DataFrame) -> str:
 def _glance(summary: pd.DataFrame) -> str:
     rows = []
     for _, s in summary.iterrows():
-        worst = _interval(
+        worst = interval_text(
             float(s["worst_mi_ap"]), float(s["worst_mi_ap_low"]), float(s["worst_mi_ap_high"])
         )
         if math.isfinite(float(s["worst_mi_ap"])):
@@ -219,7 +203,7 @@ def _glance(summary: pd.DataFrame) -> str:
             [
                 f"{s['threat_model']} ({int(s['attacks'])} attack results)",
                 f"{s['strongest_attack']}: "
-                + _interval(
+                + interval_text(
                     float(s["strongest_mi_ap"]),
                     float(s["strongest_mi_ap_low"]),
                     float(s["strongest_mi_ap_high"]),
@@ -236,7 +220,7 @@ def _glance(summary: pd.DataFrame) -> str:
         "blind attacker (95 %)",
         "verdict",
     ]
-    return _table(headers, rows)
+    return md_table(headers, rows)
 
 
 def _utility(rows: pd.DataFrame) -> str:
@@ -303,7 +287,7 @@ def _tpr(row: pd.Series) -> str:
     if not math.isfinite(value):
         note = str(row.get("tpr_note") or "").split(";")[0].removeprefix("FPR 0.01: ")
         return f"n/a ({note})" if note and note != "nan" else "n/a"
-    return _interval(
+    return interval_text(
         value,
         float(row.get("tpr_at_fpr_1pct_low", math.nan)),
         float(row.get("tpr_at_fpr_1pct_high", math.nan)),
@@ -320,10 +304,10 @@ def _attacks(rows: pd.DataFrame) -> str:
             r["distance"],
             r["variant"],
             r.get("attacker_sees", "n/a"),
-            _interval(float(r["mi_ap"]), float(r["mi_ap_low"]), float(r["mi_ap_high"])),
+            interval_text(float(r["mi_ap"]), float(r["mi_ap_low"]), float(r["mi_ap_high"])),
             _fmt(float(r.get("mi_ap_null_q95", math.nan))),
             _fmt(as_flag(r.get("beyond_chance"))),
-            _interval(float(r["mi_auc"]), float(r["mi_auc_low"]), float(r["mi_auc_high"])),
+            interval_text(float(r["mi_auc"]), float(r["mi_auc_low"]), float(r["mi_auc_high"])),
             _tpr(r),
         ]
         if claimed:
@@ -342,7 +326,7 @@ def _attacks(rows: pd.DataFrame) -> str:
     ]
     if claimed:
         headers.append("ε lower bound from the attack (95 %)")
-    return _table(headers, out)
+    return md_table(headers, out)
 
 
 def release_section(

@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from audit.config import MechanismName
-from audit.report.markdown import _md_table
+from audit.report.markdown import md_table
 from audit.report.plots import (
     CHANCE_COLOR,
     WORST_CASE_LABEL,
@@ -144,7 +144,7 @@ def headline_table(frame: pd.DataFrame) -> str:
         "φ (worst case)",
         "seeds",
     ]
-    return _md_table(headers, rows)
+    return md_table(headers, rows)
 
 
 def _tpr(rows: pd.DataFrame) -> str:
@@ -209,7 +209,7 @@ def detail_table(frame: pd.DataFrame) -> str:
         "ε lower (attack)",
         "attacker saw + side knowledge",
     ]
-    return _md_table(headers, rows)
+    return md_table(headers, rows)
 
 
 def _per_setting(

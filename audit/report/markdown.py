@@ -17,7 +17,18 @@ from audit.report.stats import format_epsilon
 NONE = MechanismName.NONE.value
 
 
-def _md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+def interval_text(value: float, low: float, high: float) -> str:
+    """``0.612 [0.550, 0.670]``; the value alone without an interval; ``n/a`` without a value."""
+    if not math.isfinite(value):
+        return "n/a"
+    if math.isfinite(low) and math.isfinite(high):
+        return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+    return f"{value:.3f}"
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A Markdown pipe table; ``|`` inside a cell is escaped."""
+
     def cell(value: object) -> str:
         return str(value).replace("|", "\\|")
 
@@ -44,7 +55,7 @@ def epsilon_methods(frame: pd.DataFrame) -> str:
             row += [f"{n:g}", f"{delta * n:.3g}" if math.isfinite(delta * n) else "n/a"]
         rows.append(row)
     headers = cols + (["|D_train|", "δ·|D_train|"] if extra else [])
-    return _md_table(headers, rows)
+    return md_table(headers, rows)
 
 
 #: A delta at or above this multiple of 1/|D_train| is named in the report.

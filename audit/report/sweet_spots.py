@@ -30,6 +30,7 @@ import pandas as pd
 from scipy import stats
 
 from attacks.uncertainty import mi_ap_null
+from audit.report.markdown import interval_text, md_table
 from audit.report.stats import format_epsilon, t_interval
 from audit.report.summaries import SETTING, WORST_CASE, ordered
 from audit.tradeoff import above_chance, chance_accuracy
@@ -362,22 +363,6 @@ def spots_frame(spots: Sequence[SweetSpot]) -> pd.DataFrame:
     return pd.DataFrame([asdict(s) for s in spots], columns=list(SweetSpot.__dataclass_fields__))
 
 
-def _interval(value: float, low: float, high: float) -> str:
-    if math.isnan(value):
-        return "n/a"
-    if math.isnan(low) or math.isnan(high):
-        return f"{value:.3f}"
-    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
-
-
-def _md(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    def cell(value: object) -> str:
-        return str(value).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(map(cell, headers)) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(map(cell, row)) + " |" for row in rows])
-
-
 def sweet_spot_table(spots: Sequence[SweetSpot]) -> str:
     """The Markdown table: every column says which statistic it shows."""
     headers = [
@@ -403,7 +388,7 @@ def sweet_spot_table(spots: Sequence[SweetSpot]) -> str:
             if s.strongest_attack
             else "n/a"
         )
-        acc = _interval(s.acc, s.acc_low, s.acc_high) + f" ({s.chance_acc:.3f})"
+        acc = interval_text(s.acc, s.acc_low, s.acc_high) + f" ({s.chance_acc:.3f})"
         rows.append(
             [
                 f"{s.limit:g}",
@@ -416,7 +401,7 @@ def sweet_spot_table(spots: Sequence[SweetSpot]) -> str:
                 s.reason or "qualifies",
             ]
         )
-    return _md(headers, rows)
+    return md_table(headers, rows)
 
 
 def recommendation(spots: Sequence[SweetSpot]) -> list[tuple[float, SweetSpot | None]]:
