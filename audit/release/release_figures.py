@@ -6,9 +6,6 @@ ignore membership stays below the shaded end in 95 % of draws at that line's cou
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,22 +13,15 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from audit import io
 from audit.release.release_summary import THREAT_ORDER, as_flag, result_label
+from audit.report.plots import CHANCE_COLOR as BAND_COLOR
+from audit.report.plots import report_style
 
 #: Colours of the threat models (the worst case is black).
 _VIEW_COLORS = dict(zip(THREAT_ORDER, sns.color_palette("colorblind", 3), strict=True))
 _OTHER = (0.5, 0.5, 0.5)
 WORST_COLOR = "black"
-BAND_COLOR = "#e8d9b0"
 ROW_HEIGHT = 0.34  # inches per line
-
-
-@contextmanager
-def _style() -> Iterator[None]:
-    """The sweep report's look (:mod:`audit.report.plots`): seaborn's whitegrid, paper context."""
-    with sns.axes_style("whitegrid"), sns.plotting_context("paper", font_scale=1.1):
-        yield
 
 
 def _lines(rows: pd.DataFrame) -> pd.DataFrame:
@@ -96,7 +86,7 @@ def mi_ap_by_attack(rows: pd.DataFrame, *, title: str) -> Figure:
     values = lines["mi_ap"].to_numpy(float)
     left = min(0.45, float(np.min(np.minimum(values, lows))) - 0.02)
     right = max(float(np.max(np.maximum(values, highs))), 0.55) + 0.03  # room for a 1.0 marker
-    with _style():
+    with report_style():
         longest = max(len(part) for label in lines["label"] for part in label.split("\n"))
         height = 1.7 + ROW_HEIGHT * n + 0.12 * int(lines["label"].str.contains("\n").sum())
         fig = Figure(figsize=(max(8.5, 5.2 + 0.075 * longest), height), layout="constrained")
@@ -152,22 +142,3 @@ def mi_ap_by_attack(rows: pd.DataFrame, *, title: str) -> Figure:
         )
         fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=7, frameon=False)
     return fig
-
-
-def save_release_figure(
-    fig: Figure, out_dir: Path, stem: str, formats: Sequence[str]
-) -> list[Path]:
-    """Write ``fig`` as ``out_dir/stem.<format>`` for each format, atomically, with no creation
-    date in the file (a rewritten report's figures are the same bytes); returns the paths."""
-    paths = []
-    for fmt in formats:
-        path = Path(out_dir) / f"{stem}.{fmt}"
-        metadata = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}.get(fmt, {})
-        io.write_with(
-            path,
-            lambda tmp, fmt=fmt, metadata=metadata: fig.savefig(
-                tmp, format=fmt, dpi=150, metadata=metadata
-            ),
-        )
-        paths.append(path)
-    return paths

@@ -22,10 +22,11 @@ from pathlib import Path
 import pandas as pd
 
 from audit import io
-from audit.release.release_figures import mi_ap_by_attack, save_release_figure
+from audit.release.release_figures import mi_ap_by_attack
 from audit.release.release_rows import EXTERNAL, dcr_file, release_rows
 from audit.release.release_summary import as_flag, cell_scores, result_label, summary_frame
 from audit.report.markdown import interval_text, md_table
+from audit.report.plots import save_figure
 from audit.results import locked_dir, unfinished_cells
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def write_release_report(
             fig = mi_ap_by_attack(
                 rows, title=f"{name}: MI AP per attack, 95 % intervals ({counts} records)"
             )
-            paths = save_release_figure(fig, out, stem, formats)
+            paths = save_figure(fig, out, stem, formats)
             report.figures += paths
             dcr = _read_dcr(run_dir, str(digest))
             mine = summary[summary["config_hash"] == digest]

@@ -13,9 +13,9 @@ from audit.report.plots import (
     _figure,
     _finish,
     _panel_grid,
-    _style,
     log_axis,
     mech_color,
+    report_style,
 )
 
 CELL = ["mech", "param_name", "param_value", "seed"]
@@ -86,7 +86,7 @@ def claim_vs_bound_figure(cells: pd.DataFrame, *, title: str) -> Figure:
     (mean over seeds) against the mechanism's parameter, log-scaled ε; the ceiling dotted.
     Bounds of 0 are not drawn on the log scale (the table lists them)."""
     mechs = sorted(cells["mech"].unique())
-    with _style():
+    with report_style():
         fig = _figure(len(mechs), extra_height=1.0)
         axes = _panel_grid(fig, len(mechs), sharey=False)
         for ax, mech in zip(axes, mechs, strict=True):

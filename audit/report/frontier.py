@@ -21,13 +21,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from audit.config import MechanismName
-from audit.report.plots import _style, mech_color
+from audit.report.plots import CHANCE_COLOR as CHANCE_BAND_COLOR
+from audit.report.plots import mech_color, report_style
 from audit.report.stats import format_epsilon
 from audit.report.sweet_spots import Evidence, SweetSpot, recommendation
 
 NONE = MechanismName.NONE.value
 NO_UTILITY_COLOR = "#d9d9d9"
-CHANCE_BAND_COLOR = "#e8d9b0"
 
 
 def _label(e: Evidence) -> str:
@@ -52,7 +52,7 @@ def frontier_figure(
         return None
     chance = max(e.chance for e in points)
     floor = max((e.floor for e in points if math.isfinite(e.floor)), default=math.nan)
-    with _style():
+    with report_style():
         fig = Figure(figsize=(8.5, 5.6), layout="constrained")
         ax = fig.add_subplot()
         ax.axvspan(0, chance, color=NO_UTILITY_COLOR, alpha=0.6, zorder=0, linewidth=0)

@@ -26,7 +26,6 @@ from audit.report.plots import (
     _finish,
     _label_points,
     _legend_below,
-    _style,
     attack_family,
     epsilon_axis,
     family_color,
@@ -34,6 +33,7 @@ from audit.report.plots import (
     family_order,
     measure_label,
     mech_color,
+    report_style,
     wrap,
 )
 from audit.report.stats import format_epsilon, t_interval
@@ -260,7 +260,7 @@ def worst_case_figure(frame: pd.DataFrame, *, title: str) -> Figure | None:
     private = points[(points["mech"] != NONE) & np.isfinite(points["epsilon"])]
     if private.empty:
         return _attack_bars(frame, title=title.removesuffix(" vs ε"))
-    with _style():
+    with report_style():
         fig = Figure(figsize=(8.0, 5.6), layout="constrained")
         ax = fig.add_subplot()
         q95 = float(points["q95"].max())
@@ -309,7 +309,7 @@ def _attack_bars(frame: pd.DataFrame, *, title: str) -> Figure:
     attacks = _per_setting(frame, by=(*SETTING, "distance"), q95="mi_ap_null_q95")
     settings = list(dict.fromkeys(attacks["param_label"]))
     n_bars = max(int((attacks["param_label"] == s).sum()) for s in settings)
-    with _style():
+    with report_style():
         fig = Figure(
             figsize=(8.0, len(settings) * (0.8 + 0.3 * n_bars) + 1.8), layout="constrained"
         )

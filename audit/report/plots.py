@@ -137,7 +137,7 @@ def variant_styles(measures: Sequence[str]) -> dict[str, tuple[object, str]]:
 
 
 @contextmanager
-def _style() -> Iterator[None]:
+def report_style() -> Iterator[None]:
     with sns.axes_style("whitegrid"), sns.plotting_context("paper", font_scale=1.1):
         yield
 
@@ -516,7 +516,7 @@ def accuracy_vs_epsilon(points: pd.DataFrame, refs: Sequence[RefLine], *, title:
 
     ``points``: one row per private setting with mech, param_label, epsilon(_hw), acc(_hw).
     """
-    with _style():
+    with report_style():
         fig = Figure(figsize=(SINGLE_WIDTH + 0.5, 5.4), layout="constrained")
         ax = fig.subplots()
         _epsilon_panel(ax, points, "acc", refs)
@@ -572,7 +572,7 @@ def mi_ap_vs_epsilon(
     families = family_order(measures)
     styles = variant_styles(measures)
     mechs = list(dict.fromkeys(points["mech"]))
-    with _style():
+    with report_style():
         fig = _figure(len(families), extra_height=1.8)
         axes = _panel_grid(fig, len(families))
         width = _panel_width(fig, len(families))
@@ -654,7 +654,7 @@ def mi_ap_by_attack(points: pd.DataFrame, *, title: str, worst: str) -> Figure:
     attacks = points[points["distance"] != worst]
     q_attack = chance_level(attacks)
     q_worst = chance_level(points[points["distance"] == worst])
-    with _style():
+    with report_style():
         fig = _figure(len(mechs), extra_height=1.8)
         axes = _panel_grid(fig, len(mechs))
         for ax, mech in zip(axes, mechs, strict=True):
@@ -751,7 +751,7 @@ def phi_bars(points: pd.DataFrame, *, title: str) -> Figure:
     most = int(points.groupby("mech")["param_label"].nunique().max())
     columns = 1 if most > 8 else MAX_PANEL_COLUMNS
     width = 0.8 / len(measures)
-    with _style():
+    with report_style():
         fig = _figure(len(mechs), columns=columns, extra_height=1.8)
         axes = _panel_grid(fig, len(mechs), columns=columns)
         for ax, mech in zip(axes, mechs, strict=True):
@@ -839,7 +839,7 @@ def attack_curves(
     is repeated dashed in every row. Chance: precision 0.5 on a balanced D_atk, the ROC diagonal.
     """
     names = list(rows) or [MechanismName.NONE.value]
-    with _style():
+    with report_style():
         fig = Figure(figsize=(11, PANEL_HEIGHT * len(names) + 1.0), layout="constrained")
         axes = np.atleast_2d(fig.subplots(len(names), 2, squeeze=False))
         for (ax_pr, ax_roc), mech in zip(axes, names, strict=True):
@@ -907,7 +907,7 @@ def image_grid(
 ) -> Figure:
     """A grid of images, one labelled row per entry: arrays (K, C, H, W) in [0, 1] (Figure 6)."""
     n_cols = max(len(images) for _, images in rows)
-    with _style(), sns.axes_style("white"):
+    with report_style(), sns.axes_style("white"):
         fig = Figure(figsize=(1.1 * n_cols + 1.6, 1.15 * len(rows) + 0.8), layout="constrained")
         axes = np.atleast_2d(fig.subplots(len(rows), n_cols, squeeze=False))
         for r, (label, images) in enumerate(rows):
@@ -940,7 +940,7 @@ def series_grid(
     n_cols = max(len(series) for _, series in rows)
     n_channels = max(series.shape[2] for _, series in rows if len(series))
     colors = sns.color_palette("husl", n_channels)
-    with _style():
+    with report_style():
         fig = Figure(figsize=(2.0 * n_cols + 1.6, 1.2 * len(rows) + 1.3), layout="constrained")
         axes = fig.subplots(len(rows), n_cols, squeeze=False, sharex=True, sharey=True)
         for r, (label, series) in enumerate(rows):
@@ -974,10 +974,17 @@ def _show(ax: Axes, image: np.ndarray) -> None:
 
 
 def save_figure(fig: Figure, out_dir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
-    """Write ``fig`` as ``out_dir/stem.<format>`` for each format, atomically; returns the paths."""
+    """Write ``fig`` as ``out_dir/stem.<format>`` for each format, atomically, with no creation
+    date in the file (a rewritten report's figures are the same bytes); returns the paths."""
     paths = []
     for fmt in formats:
         path = Path(out_dir) / f"{stem}.{fmt}"
-        io.write_with(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=150))
+        metadata = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}.get(fmt, {})
+        io.write_with(
+            path,
+            lambda tmp, fmt=fmt, metadata=metadata: fig.savefig(
+                tmp, format=fmt, dpi=150, metadata=metadata
+            ),
+        )
         paths.append(path)
     return paths
