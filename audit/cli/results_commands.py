@@ -229,6 +229,11 @@ def run_report(request: ReportRequest) -> int:
         f"report written to {report.markdown} ({len(report.figures)} figure files in "
         f"{report.out_dir}{skipped})"
     )
+    if getattr(report, "sweet_spots", None) is not None:
+        from audit.report.sweet_spots import recommendation_lines
+
+        for line in recommendation_lines(report.sweet_spots):
+            print(f"recommended: {line}")
     for line in report.unfinished:
         print(f"missing: {line}")
     return 1 if report.unfinished else 0

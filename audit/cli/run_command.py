@@ -352,6 +352,11 @@ def run_main(argv: Sequence[str]) -> int:
     print(f"{result.ran} cell(s) run, {result.reused} reused; results: {result.csv_path}")
     if result.report is not None:
         print(f"report: {result.report}")
+        from audit.report.sweet_spots import recommendation_lines
+        from audit.report.writer import SWEET_SPOTS_CSV
+
+        for line in recommendation_lines(result.report.parent / SWEET_SPOTS_CSV):
+            print(f"recommended: {line}")
     elif config.report:
         rerun = report_command(config.out, config.data_home)
         print(f"no report (it failed, see the warning above); rerun: {rerun}")

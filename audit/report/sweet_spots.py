@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -411,3 +412,27 @@ def recommendation(spots: Sequence[SweetSpot]) -> list[tuple[float, SweetSpot | 
         ok = [s for s in spots if s.limit == limit and s.setting]
         out.append((limit, max(ok, key=lambda s: (s.acc, -s.worst_mi_ap)) if ok else None))
     return out
+
+
+def recommendation_lines(csv_path: Path) -> list[str]:
+    """The recommendation as plain lines, one per section and MI AP limit, read from a report's
+    ``sweet_spots.csv`` (what the command line prints after a report); [] where it is missing."""
+    if not Path(csv_path).is_file():
+        return []
+    frame = pd.read_csv(csv_path, keep_default_na=False, na_values=[""])
+    lines = []
+    for (section, limit), rows in frame.groupby(["section", "limit"], sort=False):
+        chosen = rows[rows["setting"].notna()]
+        if chosen.empty:
+            lines.append(f"{section}: MI AP <= {limit:g}: no setting qualifies")
+            continue
+        best = chosen.sort_values(["acc", "worst_mi_ap"], ascending=[False, True]).iloc[0]
+        what = (
+            "no mechanism needed" if best["mech"] == "none" else f"{best['mech']} {best['setting']}"
+        )
+        lines.append(
+            f"{section}: MI AP <= {limit:g}: {what} (epsilon {format_epsilon(best['epsilon'])}, "
+            f"worst case {best['worst_mi_ap']:.3f} <= {best['worst_mi_ap_high']:.3f}, accuracy "
+            f"{best['acc']:.3f} vs chance {best['chance_acc']:.3f})"
+        )
+    return lines

@@ -66,6 +66,9 @@ def test_report_out_dir_and_format_options(tmp_path, capsys):
     assert main(argv) == 0
     out, err = capsys.readouterr()
     assert f"report written to {tmp_path / 'r' / 'report.md'}" in out
+    # the recommendation, one line per limit (synthetic seed 0: vae-ldp σ=10 under every limit)
+    lines = [line for line in out.splitlines() if line.startswith("recommended: ")]
+    assert len(lines) == 3 and "MI AP <= 0.55: vae-ldp σ=10 (epsilon 5," in lines[0]
     suffixes = sorted(p.suffix for p in (tmp_path / "r").iterdir())
     # the frontier, accuracy, MI AP and phi figures, report.md, report.html, sweet_spots.csv
     assert suffixes == [".csv", ".html", ".md"] + [".png"] * (suffixes.count(".png"))
