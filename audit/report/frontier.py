@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.transforms import Bbox
 
 from audit.config import MechanismName
 from audit.report.plots import CHANCE_COLOR as CHANCE_BAND_COLOR
@@ -28,6 +29,9 @@ from audit.report.sweet_spots import Evidence, SweetSpot, recommendation
 
 NONE = MechanismName.NONE.value
 NO_UTILITY_COLOR = "#d9d9d9"
+#: One marker shape per private mechanism (in the report's mechanism order), so that colour is
+#: not the only cue.
+MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 
 
 def _label(e: Evidence) -> str:
@@ -53,15 +57,16 @@ def frontier_figure(
     chance = max(e.chance for e in points)
     floor = max((e.floor for e in points if math.isfinite(e.floor)), default=math.nan)
     with report_style():
-        fig = Figure(figsize=(8.5, 5.6), layout="constrained")
+        crowded = len(points) > 12  # room for the labels of a full sweep
+        fig = Figure(figsize=(11.5, 7.8) if crowded else (8.5, 5.6), layout="constrained")
         ax = fig.add_subplot()
         ax.axvspan(0, chance, color=NO_UTILITY_COLOR, alpha=0.6, zorder=0, linewidth=0)
         ax.text(
-            chance / 2,
+            0.005,
             0.985,
             f"no utility\n(≤ chance {chance:.3f})",
-            transform=ax.get_xaxis_transform(),
-            ha="center",
+            transform=ax.transAxes,
+            ha="left",
             va="top",
             fontsize=7,
             color="dimgray",
@@ -84,7 +89,8 @@ def frontier_figure(
             if spot is not None:
                 ringed.setdefault((spot.mech, spot.setting), []).append(limit)
         handles: list[object] = []
-        for mech in dict.fromkeys(e.mech for e in points):
+        labels: list[tuple[float, float, str, object]] = []
+        for k, mech in enumerate(dict.fromkeys(e.mech for e in points)):
             mine = sorted((e for e in points if e.mech == mech), key=lambda e: -e.epsilon)
             x = np.array([e.acc for e in mine])
             y = np.array([e.worst_mi_ap for e in mine])
@@ -98,49 +104,39 @@ def frontier_figure(
             )
             color = mech_color(mech)
             private = mech != NONE
-            ax.errorbar(
+            marker = MARKERS[k % len(MARKERS)] if private else "*"
+            container = ax.errorbar(
                 x,
                 y,
                 xerr=xerr,
                 yerr=yerr,
                 color=color,
-                marker="o" if private else "*",
+                marker=marker,
                 markersize=6 if private else 13,
-                linestyle="-" if private and len(mine) > 1 else "none",
-                linewidth=1.0,
-                elinewidth=0.8,
-                capsize=2,
-                alpha=0.9,
+                linestyle="none",
+                elinewidth=0.7,
+                capsize=1.5,
                 zorder=3,
             )
+            for bars in container[2]:  # the intervals lighter than the points
+                bars.set_alpha(0.4)
             handles.append(
                 Line2D(
                     [],
                     [],
                     color=color,
-                    marker="o" if private else "*",
+                    marker=marker,
                     markersize=6 if private else 11,
-                    linestyle="-" if private else "none",
+                    linestyle="none",
                     label=mech if private else "non-private (none)",
                 )
             )
-            for i, e in enumerate(mine):
-                up = i % 2 == 0
+            for e in mine:
                 under = ringed.get((e.mech, e.param_label))
                 text = _label(e)
                 if under:
                     text += "\nrecommended for L = " + ", ".join(f"{x:g}" for x in under)
-                ax.annotate(
-                    text,
-                    (e.acc, e.worst_mi_ap),
-                    xytext=(10, 7 if up else -9),  # clear of the ring of a recommended point
-                    textcoords="offset points",
-                    ha="left",
-                    va="bottom" if up else "top",
-                    fontsize=6.5,
-                    color=color,
-                    zorder=4,
-                )
+                labels.append((e.acc, e.worst_mi_ap, text, color))
         limits = sorted(dict.fromkeys(limit for limit, _ in chosen))
         for limit in limits:
             ax.axhline(limit, color="dimgray", linestyle=":", linewidth=0.9, zorder=1)
@@ -183,7 +179,8 @@ def frontier_figure(
         ys = [
             v for e in points for v in (e.worst_mi_ap_low, e.worst_mi_ap_high) if math.isfinite(v)
         ]
-        ax.set_xlim(0, min(1.0, max([*xs, chance]) * 1.08 + 0.05))
+        left = max(0.0, min([*xs, chance]) - 0.08)
+        ax.set_xlim(left, min(1.0, max([*xs, chance]) * 1.08 + 0.05))
         ax.set_ylim(min(0.35, min(ys, default=0.5) - 0.02), max(1.0, max(ys, default=1.0)) + 0.02)
         ax.set_xlabel("utility: accuracy on real D_test of a classifier trained on D_gen (95 % CI)")
         ax.set_ylabel(
@@ -199,4 +196,77 @@ def frontier_figure(
             fontsize=7.5,
             frameon=False,
         )
+        place_labels(fig, ax, labels)
     return fig
+
+
+#: Offsets (points) a label may take from its point, nearest first: beside the point, then
+#: further out with a leader line.
+_RADII = (9, 20, 34, 50, 70)
+_DIRECTIONS = ((1, 1), (1, -1), (-1, 1), (-1, -1), (0, 1), (0, -1), (1, 0), (-1, 0))
+
+
+def place_labels(
+    fig: Figure, ax, labels: Sequence[tuple[float, float, str, object]], *, fontsize=6.5
+) -> None:
+    """Annotate each (x, y, text, colour) of ``labels`` where its text overlaps no label placed
+    before it, no point and stays inside ``ax``: the nearest free offset of :data:`_RADII` x
+    :data:`_DIRECTIONS`, with a leader line beyond the first radius; a label that fits nowhere
+    takes its nearest offset. Greedy, in the order of the points' height (top first)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not labels:
+        return
+    FigureCanvasAgg(fig)
+    fig.draw_without_rendering()  # lay the figure out: the axes' final place
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    points = [ax.transData.transform((x, y)) for x, y, _, _ in labels]
+    pad = 4.0 * fig.dpi / 72
+    taken = [Bbox.from_extents(px - pad, py - pad, px + pad, py + pad) for px, py in points]
+    order = sorted(range(len(labels)), key=lambda i: -labels[i][1])
+    for i in order:
+        x, y, text, color = labels[i]
+        best = None
+        for radius in _RADII:
+            for dx, dy in _DIRECTIONS:
+                ann = ax.annotate(
+                    text,
+                    (x, y),
+                    xytext=(dx * radius, dy * radius * 0.7),
+                    textcoords="offset points",
+                    ha="left" if dx > 0 else "right" if dx < 0 else "center",
+                    va="bottom" if dy > 0 else "top" if dy < 0 else "center",
+                    fontsize=fontsize,
+                    color=color,
+                    zorder=4,
+                    arrowprops=None
+                    if radius == _RADII[0]
+                    else {"arrowstyle": "-", "color": color, "lw": 0.5, "alpha": 0.7},
+                )
+                box = ann.get_window_extent(renderer)
+                inside = (
+                    box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
+                    and box.y1 <= frame.y1
+                )  # fmt: skip
+                if inside and not any(box.overlaps(t) for t in taken):
+                    best = (ann, box)
+                    break
+                ann.remove()
+            if best is not None:
+                break
+        if best is None:  # nowhere free: beside the point, on the side with room
+            side = 1 if points[i][0] < (frame.x0 + frame.x1) / 2 else -1
+            ann = ax.annotate(
+                text,
+                (x, y),
+                xytext=(side * _RADII[0], _RADII[0] * 0.7),
+                textcoords="offset points",
+                ha="left" if side > 0 else "right",
+                va="bottom",
+                fontsize=fontsize,
+                color=color,
+                zorder=4,
+            )
+            best = (ann, ann.get_window_extent(renderer))
+        taken.append(best[1])

@@ -7,6 +7,7 @@ import math
 
 import pytest
 from matplotlib.collections import PathCollection
+from matplotlib.text import Annotation
 
 from audit.report.frontier import frontier_figure
 from audit.report.sweet_spots import Evidence, recommendation, sweet_spots
@@ -54,8 +55,15 @@ def test_the_frontier_is_readable_at_any_sweep_size(n, mechs):
     assert fig is not None
     assert_readable(fig, max_legend_entries=8)
     ax = fig.axes[0]
-    points = sum(len(line.get_xdata()) for line in ax.get_lines() if line.get_marker() in "o*")
+    marked = [line for line in ax.get_lines() if line.get_marker() not in ("None", "", " ", None)]
+    points = sum(len(line.get_xdata()) for line in marked)
     assert points >= n + 1  # every setting and the baseline
+    # the labels are placed where they overlap no other label (room enough up to 8 settings)
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts if isinstance(t, Annotation)]
+    assert len(boxes) == n + 1
+    overlaps = sum(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    assert overlaps == 0 or n > 8, overlaps
     rings = [c for c in ax.collections if isinstance(c, PathCollection)]
     ringed = [c for c in rings if c.get_sizes().size and c.get_sizes()[0] > 200]
     chosen = {(s.mech, s.setting) for _, s in recommendation(spots) if s is not None}
