@@ -248,7 +248,9 @@ def test_every_sweep_ends_with_its_report_unless_told_not_to(tmp_path, monkeypat
     assert main([*argv, "--no-progress"]) == 0  # the cell is reused; the report is written
     out = capsys.readouterr().out.strip().splitlines()
     report = tmp_path / "report" / "report.md"
-    assert out[-1] == f"report: {report}" and report.is_file()
+    assert f"report: {report}" in out and report.is_file()
+    after = out[out.index(f"report: {report}") + 1 :]  # then the recommendation, a line a limit
+    assert len(after) == 3 and all(line.startswith("recommended: digits, ") for line in after)
     figures = {p.name for p in (tmp_path / "report").iterdir()}
     for stem in ("attack_curves_mse", "reconstructions_none", "samples_none"):
         assert {f"digits-quick-{stem}.png", f"digits-quick-{stem}.pdf"} <= figures
