@@ -172,7 +172,7 @@ def render_markdown(
     for section in sections:
         if len(sections) > 1:
             parts.append(f"### {section.name}")
-        parts.append(section.recommendation or "(no utility measured: no recommendation)")
+        parts.append(section.recommendation)
         parts += _images(section.frontier)
     notes = delta_notes(frame, delta_flag_mechs=delta_flag_mechs)
     if notes:

@@ -138,6 +138,7 @@ def _write(
         section = Section(name=name, glance=headline_table(group), detail=detail_table(group))
         if no_utility:
             section.spots = f"**Not computed:** {no_utility}."
+            section.recommendation = f"No recommendation: {no_utility}."
             spot_rows.append(_not_computed(name, group, limits, no_utility))
         else:
             section.spots = sweet_spot_table(spots)

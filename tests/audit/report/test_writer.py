@@ -179,6 +179,10 @@ def test_a_baseline_at_chance_is_said_not_hidden(tmp_path):
     text = report.markdown.read_text()
     assert "not above chance" in text and "binomial test" in text
     assert "no setting qualifies" not in text and "none qualifies" not in text
+    head = text.split("## Recommendation")[1].split("\n## ")[0]
+    assert "No recommendation: the non-private baseline's accuracy (0.500) is not above" in head
+    spots = pd.read_csv(report.sweet_spots, keep_default_na=False)
+    assert (spots["setting"] == "").all() and spots["reason"].str.startswith("not computed").all()
     assert not any(p.stem.endswith("phi") for p in report.figures)
     assert any("phi figure skipped" in s and "not above chance" in s for s in report.skipped)
 
