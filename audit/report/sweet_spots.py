@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats
 
 from attacks.uncertainty import mi_ap_null
-from audit.report.markdown import interval_text, md_table
+from audit.report.markdown import NONE, interval_text, md_table
 from audit.report.stats import format_epsilon, t_interval
 from audit.report.summaries import SETTING, WORST_CASE, ordered
 from audit.tradeoff import above_chance, chance_accuracy
@@ -58,10 +58,7 @@ class Evidence:
     worst_mi_ap: float
     worst_mi_ap_low: float
     worst_mi_ap_high: float
-    worst_reached_by: str
     floor: float  # the blind attacker's 95 % quantile at the held-out half's counts
-    eval_members: int
-    eval_nonmembers: int
     attacked: int  # |D_atk| of one seed
     strongest_attack: str  # the attack row with the highest lower end
     strongest_mi_ap: float
@@ -164,23 +161,12 @@ def setting_evidence(frame: pd.DataFrame) -> list[Evidence]:
             lows = worst["mi_ap_low"].astype(float).dropna().to_numpy()
             highs = worst["mi_ap_high"].astype(float).dropna().to_numpy()
             floor = float(worst["mi_ap_null_q95"].astype(float).max())
-            chosen = (
-                rows[rows["worst_case"].astype(str) == "True"] if "worst_case" in rows else rows
-            )
-            reached = chosen["distance"].astype(str).value_counts()
-            reached_by = str(reached.index[0]) if not reached.empty else "n/a"
-            members = _count(cells["attack_members"])
-            nonmembers = _count(cells["attack_nonmembers"])
-            eval_m, eval_n = members - round(members / 2), nonmembers - round(nonmembers / 2)
         else:  # D_atk too small to split: the largest MI AP over attacks, its own interval
             per_seed = rows.loc[rows.groupby("seed")["mi_ap"].idxmax()]
             values = per_seed["mi_ap"].astype(float).to_numpy()
             lows = per_seed["mi_ap_low"].astype(float).dropna().to_numpy()
             highs = per_seed["mi_ap_high"].astype(float).dropna().to_numpy()
             floor = float(rows["mi_ap_null_q95"].astype(float).max())
-            reached_by = "largest MI AP over attacks (no held-out split)"
-            eval_m = _count(cells["attack_members"])
-            eval_n = _count(cells["attack_nonmembers"])
         attack_lows = rows["mi_ap_low"].astype(float)
         top = rows.loc[attack_lows.idxmax()] if attack_lows.notna().any() else rows.iloc[0]
         acc, acc_low, acc_high, chance, useful = _accuracy(cells)
@@ -197,10 +183,7 @@ def setting_evidence(frame: pd.DataFrame) -> list[Evidence]:
                 worst_mi_ap=float(np.mean(values)) if values.size else math.nan,
                 worst_mi_ap_low=worst_low,
                 worst_mi_ap_high=worst_high,
-                worst_reached_by=reached_by,
                 floor=floor,
-                eval_members=eval_m,
-                eval_nonmembers=eval_n,
                 attacked=_count(cells["attack_members"]) + _count(cells["attack_nonmembers"]),
                 strongest_attack=str(top["distance"]),
                 strongest_mi_ap=float(top["mi_ap"]),
@@ -232,11 +215,10 @@ def records_to_certify(limit: float, *, draws: int = POWER_DRAWS) -> int | None:
         q95 = mi_ap_null(k, k, draws=draws).q95
         if q95 <= limit:
             # step back down while the smaller count still holds (the scaling overshoots)
-            while (
-                k > 2
-                and mi_ap_null(k - max(1, k // 20), k - max(1, k // 20), draws=draws).q95 <= limit
-            ):
-                k -= max(1, k // 20)
+            step = max(1, k // 20)
+            while k > 2 and mi_ap_null(k - step, k - step, draws=draws).q95 <= limit:
+                k -= step
+                step = max(1, k // 20)
             break
         k_next = math.ceil(k * ((q95 - 0.5) / (limit - 0.5)) ** 2 * 1.02)
         k = max(k + 1, k_next)
@@ -295,30 +277,30 @@ def _fails(e: Evidence, limit: float) -> str:
     return ""
 
 
-def _spot(
-    limit: float, e: Evidence | None, reason: str, mech: str, needed: int | None
-) -> SweetSpot:
-    nan = math.nan
+def _spot(limit: float, e: Evidence, reason: str = "", needed: int | None = None) -> SweetSpot:
+    """The row of ``limit`` and ``e``'s mechanism: ``e`` chosen where ``reason`` is empty, else
+    the setting closest to qualifying, shown with why none does."""
+    chosen = not reason
     return SweetSpot(
         limit=limit,
-        mech=mech,
-        setting=e.param_label if e is not None and not reason else "",
-        param_value=e.param_value if e is not None and not reason else nan,
-        epsilon=e.epsilon if e is not None and not reason else nan,
-        delta=e.delta if e is not None and not reason else nan,
-        worst_mi_ap=e.worst_mi_ap if e is not None else nan,
-        worst_mi_ap_high=e.worst_mi_ap_high if e is not None else nan,
-        certifiable_from=e.floor if e is not None else nan,
-        strongest_attack=e.strongest_attack if e is not None else "",
-        strongest_mi_ap=e.strongest_mi_ap if e is not None else nan,
-        strongest_mi_ap_low=e.strongest_mi_ap_low if e is not None else nan,
-        acc=e.acc if e is not None else nan,
-        acc_low=e.acc_low if e is not None else nan,
-        acc_high=e.acc_high if e is not None else nan,
-        chance_acc=e.chance if e is not None else nan,
-        seeds=e.seeds if e is not None else 0,
-        attacked_records=e.attacked if e is not None else 0,
-        records_to_certify=float(needed) if needed is not None else nan,
+        mech=e.mech,
+        setting=e.param_label if chosen else "",
+        param_value=e.param_value if chosen else math.nan,
+        epsilon=e.epsilon if chosen else math.nan,
+        delta=e.delta if chosen else math.nan,
+        worst_mi_ap=e.worst_mi_ap,
+        worst_mi_ap_high=e.worst_mi_ap_high,
+        certifiable_from=e.floor,
+        strongest_attack=e.strongest_attack,
+        strongest_mi_ap=e.strongest_mi_ap,
+        strongest_mi_ap_low=e.strongest_mi_ap_low,
+        acc=e.acc,
+        acc_low=e.acc_low,
+        acc_high=e.acc_high,
+        chance_acc=e.chance,
+        seeds=e.seeds,
+        attacked_records=e.attacked,
+        records_to_certify=float(needed) if needed is not None else math.nan,
         reason=reason,
     )
 
@@ -334,13 +316,13 @@ def sweet_spots(evidence: Sequence[Evidence], limits: Sequence[float]) -> list[S
             ok = [e for e in mine if not _fails(e, limit)]
             if ok:
                 best = max(ok, key=lambda e: (e.acc, -e.worst_mi_ap))
-                out.append(_spot(limit, best, "", mech, None))
+                out.append(_spot(limit, best))
                 continue
-            out.append(_no_spot(limit, mech, mine))
+            out.append(_no_spot(limit, mine))
     return out
 
 
-def _no_spot(limit: float, mech: str, mine: list[Evidence]) -> SweetSpot:
+def _no_spot(limit: float, mine: list[Evidence]) -> SweetSpot:
     """The row of a mechanism none of whose settings qualifies: the reason, naming the setting
     closest to qualifying (the smallest upper end of the worst case)."""
     floor = min(e.floor for e in mine)
@@ -353,10 +335,10 @@ def _no_spot(limit: float, mech: str, mine: list[Evidence]) -> SweetSpot:
             f"quantile at the held-out half's counts is {floor:.3f} > {limit:g}; "
             + (f"about {needed} attacked records would" if needed else "no size would")
         )
-        return _spot(limit, closest, reason, mech, needed)
+        return _spot(limit, closest, reason, needed)
     closest = min(mine, key=lambda e: (e.worst_mi_ap_high, -e.acc))
     reasons = "; ".join(f"{e.param_label}: {_fails(e, limit)}" for e in mine)
-    return _spot(limit, closest, f"no setting qualifies ({reasons})", mech, None)
+    return _spot(limit, closest, f"no setting qualifies ({reasons})")
 
 
 def spots_frame(spots: Sequence[SweetSpot]) -> pd.DataFrame:
@@ -420,19 +402,21 @@ def recommendation_lines(csv_path: Path) -> list[str]:
     if not Path(csv_path).is_file():
         return []
     frame = pd.read_csv(csv_path, keep_default_na=False, na_values=[""])
+    fields = list(SweetSpot.__dataclass_fields__)
     lines = []
-    for (section, limit), rows in frame.groupby(["section", "limit"], sort=False):
-        chosen = rows[rows["setting"].notna()]
-        if chosen.empty:
-            lines.append(f"{section}: MI AP <= {limit:g}: no setting qualifies")
-            continue
-        best = chosen.sort_values(["acc", "worst_mi_ap"], ascending=[False, True]).iloc[0]
-        what = (
-            "no mechanism needed" if best["mech"] == "none" else f"{best['mech']} {best['setting']}"
-        )
-        lines.append(
-            f"{section}: MI AP <= {limit:g}: {what} (epsilon {format_epsilon(best['epsilon'])}, "
-            f"worst case {best['worst_mi_ap']:.3f} <= {best['worst_mi_ap_high']:.3f}, accuracy "
-            f"{best['acc']:.3f} vs chance {best['chance_acc']:.3f})"
-        )
+    for section, rows in frame.groupby("section", sort=False):
+        spots = [
+            SweetSpot(**{**r, "setting": r["setting"] if isinstance(r["setting"], str) else ""})
+            for r in rows[fields].to_dict("records")
+        ]
+        for limit, best in recommendation(spots):  # the report's own choice
+            if best is None:
+                lines.append(f"{section}: MI AP <= {limit:g}: no setting qualifies")
+                continue
+            what = "no mechanism needed" if best.mech == NONE else f"{best.mech} {best.setting}"
+            lines.append(
+                f"{section}: MI AP <= {limit:g}: {what} (epsilon {format_epsilon(best.epsilon)}, "
+                f"worst case {best.worst_mi_ap:.3f} <= {best.worst_mi_ap_high:.3f}, accuracy "
+                f"{best.acc:.3f} vs chance {best.chance_acc:.3f})"
+            )
     return lines

@@ -40,8 +40,8 @@ def _point(mech: str, label: str, eps: float, mi: float, acc: float) -> Evidence
     return Evidence(
         setting_hash=f"{mech}-{label}", mech=mech, param_label=label, param_value=1.0,
         epsilon=eps, delta=1e-5, seeds=1, worst_mi_ap=mi, worst_mi_ap_low=mi - 0.04,
-        worst_mi_ap_high=mi + 0.04, worst_reached_by="mse", floor=0.53, eval_members=500,
-        eval_nonmembers=500, attacked=2000, strongest_attack="mse", strongest_mi_ap=mi,
+        worst_mi_ap_high=mi + 0.04, floor=0.53, attacked=2000,
+        strongest_attack="mse", strongest_mi_ap=mi,
         strongest_mi_ap_low=mi - 0.04, acc=acc, acc_low=acc - 0.02, acc_high=acc + 0.02,
         chance=0.3, acc_above_chance=acc > 0.33,
     )  # fmt: skip

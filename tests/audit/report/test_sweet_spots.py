@@ -28,8 +28,7 @@ def _evidence(**overrides) -> Evidence:
     base = dict(
         setting_hash="h", mech="cdp", param_label="z=1", param_value=1.0, epsilon=5.0,
         delta=1e-5, seeds=1, worst_mi_ap=0.52, worst_mi_ap_low=0.49, worst_mi_ap_high=0.57,
-        worst_reached_by="mse", floor=0.53, eval_members=500, eval_nonmembers=500,
-        attacked=2000, strongest_attack="domias", strongest_mi_ap=0.55,
+        floor=0.53, attacked=2000, strongest_attack="domias", strongest_mi_ap=0.55,
         strongest_mi_ap_low=0.51, acc=0.7, acc_low=0.67, acc_high=0.73, chance=0.3,
         acc_above_chance=True,
     )  # fmt: skip
