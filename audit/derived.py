@@ -63,7 +63,13 @@ def _utility_valid(frame: pd.DataFrame, row: Any) -> bool | None:
     if base.empty or "n_test" not in frame:
         return False
     b = base.iloc[0]
-    return above_chance(float(b.acc), n_test=float(b.n_test), chance=_baseline_chance(b))
+    valid = accuracy_valid(
+        acc=float(b.acc),
+        acc_base=float(b.acc_base),
+        acc_majority=float(getattr(b, "acc_majority", math.nan)),
+        n_test=float(b.n_test),
+    )
+    return bool(valid)  # a baseline without an accuracy is not valid
 
 
 def _is_true(value: Any) -> bool:

@@ -23,11 +23,11 @@ import pandas as pd
 
 from audit import io
 from audit.release.release_figures import mi_ap_by_attack
-from audit.release.release_rows import EXTERNAL, dcr_file, release_rows
+from audit.release.release_rows import EXTERNAL, dcr_file
 from audit.release.release_summary import as_flag, cell_scores, result_label, summary_frame
 from audit.report.markdown import interval_text, md_table
 from audit.report.plots import save_figure
-from audit.results import locked_dir, unfinished_cells
+from audit.results import collect_rows, locked_dir, unfinished_cells
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def write_release_report(
     Markdown shows) and ``report.html`` for the audited releases in ``run_dir``; ``out_dir``
     defaults to ``run_dir/report``."""
     run_dir = Path(run_dir)
-    frame = release_rows(run_dir)
+    frame = collect_rows(run_dir)
     if frame.empty:
         raise ValueError(f"{str(run_dir)!r} holds no audited release (no finished cell)")
     foreign = sorted(set(frame["mech"].astype(str)) - {EXTERNAL})

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
-from audit.results import CELLS_DIR, MANIFEST, cell_configs, collect_rows
+from audit.results import CELLS_DIR, MANIFEST, cell_configs
 
 #: The ``mech`` column of a release audited from outside the suite.
 EXTERNAL = "external"
@@ -45,11 +43,6 @@ def check_release_out(out: Path) -> None:
             f"--out {str(out)!r} holds a sweep's results; audit a release into a folder of its "
             "own (a new --out)"
         )
-
-
-def release_rows(out: Path) -> pd.DataFrame:
-    """Every finished cell's rows under ``out`` (:func:`collect_rows`)."""
-    return collect_rows(Path(out))
 
 
 def dcr_file(out: Path, config_hash: str) -> Path:

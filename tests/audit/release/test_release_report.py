@@ -17,8 +17,8 @@ import benchmark
 from audit.derived import accuracy_valid as utility_valid
 from audit.derived import add_derived_columns
 from audit.release import ExternalModel, ReleaseAuditConfig, audit_arrays
-from audit.release.release_rows import release_rows
 from audit.release.release_summary import THREAT_ORDER, _worst_from_scores, cell_scores
+from audit.results import collect_rows
 from audit.sweep import SweepResult
 
 #: Text of the sweep's report that a release report must not carry.
@@ -146,7 +146,7 @@ def test_runs_csv_carries_the_dcr_verdict_and_the_api_reads_the_same_rows(releas
         samples=(arrays["samples"], None),
         config=ReleaseAuditConfig(name="samples", attack_samples=2),
     )
-    mine, disk = audit.table().drop(columns="wall_s"), release_rows(out).drop(columns="wall_s")
+    mine, disk = audit.table().drop(columns="wall_s"), collect_rows(out).drop(columns="wall_s")
     pd.testing.assert_frame_equal(mine, disk, check_dtype=False)
 
 
