@@ -72,9 +72,13 @@ def _utility_valid(frame: pd.DataFrame, row: Any) -> bool | None:
     return bool(valid)  # a baseline without an accuracy is not valid
 
 
-def _is_true(value: Any) -> bool:
-    """A ``beyond_chance`` flag as rows.json (bool) or a CSV (text) holds it."""
-    return value is True or str(value) == "True"
+def as_flag(value: object) -> bool | None:
+    """A bool column's value as rows.json (bool) or a CSV (text) holds it; None if unknown."""
+    if value is True or str(value) == "True":
+        return True
+    if value is False or str(value) == "False":
+        return False
+    return None
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,7 @@ def _phi_pair(row: Any, b: Any, *, prefix: str, what: str) -> Phi:
     )
     if not row.utility_valid:
         return Phi(math.nan, paper, f"{what}: the non-private utility is not above chance")
-    if not _is_true(getattr(b, f"{prefix}beyond_chance", None)):
+    if as_flag(getattr(b, f"{prefix}beyond_chance", None)) is not True:
         q95 = float(getattr(b, f"{prefix}mi_ap_null_q95", math.nan))
         band = f" (its blind attacker's 95 % quantile {q95:.3f})" if math.isfinite(q95) else ""
         return Phi(

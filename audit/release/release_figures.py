@@ -13,7 +13,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from audit.release.release_summary import THREAT_ORDER, as_flag, result_label
+from audit.derived import as_flag
+from audit.release.release_summary import THREAT_ORDER, result_label
 from audit.report.plots import CHANCE_COLOR as BAND_COLOR
 from audit.report.plots import report_style
 

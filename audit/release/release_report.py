@@ -22,9 +22,10 @@ from pathlib import Path
 import pandas as pd
 
 from audit import io
+from audit.derived import as_flag
 from audit.release.release_figures import mi_ap_by_attack
 from audit.release.release_rows import EXTERNAL, dcr_file
-from audit.release.release_summary import as_flag, cell_scores, result_label, summary_frame
+from audit.release.release_summary import cell_scores, result_label, summary_frame
 from audit.report.markdown import interval_text, md_table
 from audit.report.plots import save_figure
 from audit.results import collect_rows, locked_dir, unfinished_cells

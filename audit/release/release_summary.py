@@ -28,6 +28,7 @@ import pandas as pd
 from attacks.attack import AttackResult, Distance, Measure, Variant
 from attacks.threat import Capability
 from attacks.worst_case import held_out_worst_case, split_halves
+from audit.derived import as_flag
 from audit.results import CELLS_DIR, scores_key
 from audit.row_uncertainty import worst_case_uncertainty
 from audit.threat_columns import SEES
@@ -95,15 +96,6 @@ def _included(rows: pd.DataFrame, view: str) -> pd.DataFrame:
     if view not in THREAT_ORDER:
         return rows[sees == view]
     return rows[sees.map(lambda v: v == view or _rank(v) < _rank(view))]
-
-
-def as_flag(value: object) -> bool | None:
-    """A bool column's value as rows.json (bool) or a CSV (text) holds it; None if unknown."""
-    if value is True or str(value) == "True":
-        return True
-    if value is False or str(value) == "False":
-        return False
-    return None
 
 
 def _verdict(flag: bool | None) -> str:
