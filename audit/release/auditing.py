@@ -45,7 +45,7 @@ from audit.release.release_rows import (
 )
 from audit.release.release_summary import cell_summary, one_line, summary_frame
 from audit.release.utility import check_test_set, release_utility
-from audit.results import cell_path, run_hash, scores_key, setting_hash, write_csv
+from audit.results import SCORES_FILE, cell_path, run_hash, scores_key, setting_hash, write_csv
 from audit.results.layout import SORT_KEYS
 from audit.rows import Row
 from dpvae_core.progress import ProgressFactory, null_progress
@@ -492,7 +492,7 @@ def _write(out: Path, digest: str, audit: ReleaseAudit) -> Path:
     io.check_writable_dir(out)
     cell_dir = cell_path(out, digest)
     io.write_json(cell_dir / "config.json", {"config": audit.canonical, "hash": digest})
-    io.save_npz(cell_dir / "scores.npz", audit.scores)
+    io.save_npz(cell_dir / SCORES_FILE, audit.scores)
     if audit.dcr is not None:
         io.write_json(cell_dir / DCR_FILE, audit.dcr.to_dict())
     io.write_json(cell_dir / "rows.json", {"rows": [row.to_dict() for row in audit.rows]})

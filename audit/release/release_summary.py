@@ -29,7 +29,7 @@ from attacks.attack import AttackResult, Distance, Measure, Variant
 from attacks.threat import Capability
 from attacks.worst_case import held_out_worst_case, split_halves
 from audit.derived import as_flag
-from audit.results import CELLS_DIR, scores_key
+from audit.results import SCORES_FILE, cell_path, load_attack_scores, scores_key
 from audit.row_uncertainty import worst_case_uncertainty
 from audit.threat_columns import SEES
 from audit.tradeoff import chance_accuracy
@@ -231,13 +231,11 @@ def cell_scores(run_dir: Path) -> Callable[[str], Scores]:
     """``scores`` for :func:`summary_frame` from the cells' ``scores.npz`` under ``run_dir``."""
 
     def read(digest: str) -> Scores:
-        path = Path(run_dir) / CELLS_DIR / digest / "scores.npz"
+        path = cell_path(Path(run_dir), digest) / SCORES_FILE
         if not path.is_file():
             return None
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-        is_member = arrays.pop("is_member", None)
-        return None if is_member is None else (is_member.astype(bool), arrays)
+        is_member, keyed = load_attack_scores(path)  # checked: schema, is_member, shapes
+        return is_member, {scores_key(*key): values for key, values in keyed.items()}
 
     return read
 
