@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from audit.release import ReleaseAuditConfig, Role, audit_release, read_records
+from audit.release import ReleaseAttackConfig, Role, attack_release, read_records
 from audit.release.crosscheck import domias_package_auc
-from audit.release.record_sets import AuditRecords
+from audit.release.record_sets import ReleaseRecords
 
 
 def main() -> None:
@@ -32,9 +32,9 @@ def main() -> None:
         role: read_records(args.dir / f"{name}.npz", role, modality="image")
         for role, name in names.items()
     }
-    records = AuditRecords(*(sets[role] for role in names))
-    config = ReleaseAuditConfig(attacks=("domias",), seed=args.seed)
-    ours = audit_release(records, config=config).rows[0]
+    records = ReleaseRecords(*(sets[role] for role in names))
+    config = ReleaseAttackConfig(attacks=("domias",), seed=args.seed)
+    ours = attack_release(records, config=config).rows[0]
     data = records.attack_data()
     theirs = domias_package_auc(
         data.x[data.is_member],

@@ -1,11 +1,11 @@
-"""A sweep's own cells, exported as releases and audited with ``benchmark.py attack``: prints,
-per cell and attack result, the MI AP of the sweep's row and of the audit's row.
+"""A sweep's own cells, exported as releases and attacked with ``benchmark.py attack``: prints,
+per cell and attack result, the MI AP of the sweep's row and of the release's row.
 
     python benchmarks/export_cell_check.py OUT [sweep flags ...]
 
 runs ``benchmark.py --out OUT/sweep --no-report [sweep flags]`` (the flags should include
 ``--reference-models 0``: the attack command takes no reference models), exports every cell
-(:func:`audit.release.export.export_cell`) and audits each export into ``OUT/audit-<hash>``.
+(:func:`audit.release.export.export_cell`) and attacks each export into ``OUT/attack-<hash>``.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ def main(out: Path, sweep_flags: list[str]) -> int:
     mismatches = 0
     for digest, rows in sweep.groupby("config_hash", sort=False):
         exported = export_cell(out / "sweep", digest, out / f"export-{digest}", data_home=data_home)
-        audit_dir = out / f"audit-{digest}"
-        code = benchmark.main([*exported.argv, "--out", str(audit_dir), "--no-progress"])
+        release_dir = out / f"attack-{digest}"
+        code = benchmark.main([*exported.argv, "--out", str(release_dir), "--no-progress"])
         if code:
             return code
-        audit = pd.read_csv(audit_dir / "runs.csv")
-        both = rows.merge(audit, on=KEY, how="outer", suffixes=("_sweep", "_audit"))
-        both["equal"] = both["mi_ap_sweep"] == both["mi_ap_audit"]
+        release = pd.read_csv(release_dir / "runs.csv")
+        both = rows.merge(release, on=KEY, how="outer", suffixes=("_sweep", "_release"))
+        both["equal"] = both["mi_ap_sweep"] == both["mi_ap_release"]
         mismatches += int((~both["equal"]).sum())
         first = rows.iloc[0]
         print(
@@ -48,10 +48,10 @@ def main(out: Path, sweep_flags: list[str]) -> int:
         columns = [
             *KEY,
             "mi_ap_sweep",
-            "mi_ap_audit",
+            "mi_ap_release",
             "equal",
             "worst_case_sweep",
-            "worst_case_audit",
+            "worst_case_release",
         ]
         print(both[columns].to_string(index=False, float_format="%.6f"))
     print(f"\n{mismatches} attack result(s) whose MI AP differs")

@@ -1,4 +1,4 @@
-"""``benchmark.py attack``: audit a release made outside the suite (:mod:`audit.release`).
+"""``benchmark.py attack``: attack a release made outside the suite (:mod:`audit.release`).
 
 Everything is read and checked before any attack runs: the record files, their agreement, the
 model (one batch), the output directory; bad input is one ``error:`` line and status 2.
@@ -12,17 +12,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audit import io
-from audit.attack_plan import SWEEP_ATTACKS
+from attacks.registry import sweep_attacks
 from audit.cli.logs import configure_logging
 from audit.cli.parsing import Parser, add_verbosity
-from audit.release.record_sets import AuditRecords, Role, read_records
+from audit.release.record_sets import ReleaseRecords, Role, read_records
 from dpvae_core.records import Modality
 
 
 def build_attack_parser() -> Parser:
     p = Parser(
         prog="benchmark.py attack",
-        description="Audit a release you made yourself: every attack it allows, the held-out "
+        description="Attack a release you made yourself: every attack it allows, the held-out "
         "worst case and the DCR baseline, against your members and non-members. Record files "
         "are .npz files as for --dataset npz:PATH (X, and y where labels are known).",
     )
@@ -94,7 +94,7 @@ def build_attack_parser() -> Parser:
         nargs="+",
         metavar="NAME",
         help="run only these attacks "
-        f"(default: every one the release allows, of {', '.join(SWEEP_ATTACKS)})",
+        f"(default: every one the release allows, of {', '.join(sweep_attacks())})",
     )
     p.add_argument(
         "--attack-samples",
@@ -118,9 +118,10 @@ def build_attack_parser() -> Parser:
 
 
 def attack_main(argv: Sequence[str]) -> int:
-    """Parse, check everything, audit, write rows and report; prints where they went."""
-    from audit.release.auditing import ReleaseAuditConfig, audit_release
+    """Parse, check everything, attack, write rows and report; prints where they went."""
     from audit.release.entry_points import load_model
+    from audit.release.release_attack import attack_release
+    from audit.release.release_config import ReleaseAttackConfig
     from audit.release.release_rows import check_release_out
 
     args = build_attack_parser().parse_args(argv)
@@ -129,7 +130,7 @@ def attack_main(argv: Sequence[str]) -> int:
         raise ValueError(
             "give the release: --samples S.npz, --decoder PKG.MOD:FN or --vae PKG.MOD:FN"
         )
-    config = ReleaseAuditConfig(
+    config = ReleaseAttackConfig(
         name=default_name(args) if args.name is None else args.name,
         modality=args.modality,
         attacks=tuple(args.attack) if args.attack else None,
@@ -155,7 +156,7 @@ def attack_main(argv: Sequence[str]) -> int:
         )
         if path is not None
     }
-    records = AuditRecords(
+    records = ReleaseRecords(
         sets[Role.MEMBERS], sets[Role.NON_MEMBERS], sets.get(Role.REFERENCE), sets.get(Role.SAMPLES)
     )
     spec = args.vae or args.decoder
@@ -163,7 +164,7 @@ def attack_main(argv: Sequence[str]) -> int:
         None if spec is None else load_model(spec, whole=args.vae is not None, device=args.device)
     )
     progress = _progress(args.progress)
-    audit = audit_release(
+    attacked = attack_release(
         records,
         model=model,
         whole=args.vae is not None,
@@ -173,7 +174,7 @@ def attack_main(argv: Sequence[str]) -> int:
         test=sets.get(Role.TEST),
     )
     print(
-        f"{len(audit.rows)} rows in {args.out / 'runs.csv'}; report {audit.report} (and "
+        f"{len(attacked.rows)} rows in {args.out / 'runs.csv'}; report {attacked.report} (and "
         "report.html beside it)",
         file=sys.stderr,
     )

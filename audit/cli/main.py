@@ -3,7 +3,7 @@
   python benchmark.py [--dataset NAME] [--mech MECH ...] [--profile quick|standard|paper] ...
   python benchmark.py epsilon ...        privacy accounting on demand (prints a bare number last)
   python benchmark.py audit ...          empirical epsilon lower bound (prints a bare number last)
-  python benchmark.py attack ...         audit a release made outside the suite (audit.release)
+  python benchmark.py attack ...         attack a release made outside the suite (audit.release)
   python benchmark.py report DIR         tables and plots from DIR's cells
   python benchmark.py check --thresholds FILE DIR    the CI gate on MI AP and accuracy
 
@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except RuntimeError as exc:
-        from audit.sweep import SweepIncomplete
+        from audit.sweep.jobs import SweepIncomplete
 
         if not isinstance(exc, SweepIncomplete):
             raise

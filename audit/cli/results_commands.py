@@ -32,7 +32,7 @@ def build_report_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Tables, sweet spots and figures (paper 003, Figures 3-6) from the rows of "
         "DIR/cells/ (DIR/runs.csv where there are no cells); damaged cells are named and skipped. "
-        "A folder of audited releases (benchmark.py attack) gets its release report again.",
+        "A folder of attacked releases (benchmark.py attack) gets its release report again.",
     )
     p.add_argument("dir", type=Path, metavar="DIR", help="a sweep's output directory")
     p.add_argument(
@@ -206,7 +206,7 @@ def run_report(request: ReportRequest) -> int:
     kind = release_dir_kind(request.run_dir)
     if kind == "mixed":
         raise ValueError(
-            f"{str(request.run_dir)!r} holds both a sweep's cells and audited releases; a "
+            f"{str(request.run_dir)!r} holds both a sweep's cells and attacked releases; a "
             "report covers one or the other (audit each release into a folder of its own)"
         )
     if kind == "release":

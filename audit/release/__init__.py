@@ -1,20 +1,22 @@
-"""Audit a release made outside the suite (a decoder, a whole VAE, or synthetic records) with
+"""Attack a release made outside the suite (a decoder, a whole VAE, or synthetic records) with
 the sweep's attacks, worst case, rows and report, plus the DCR baseline
-(``benchmark.py attack``; :func:`audit_arrays` from Python)."""
+(``benchmark.py attack``; :func:`attack_arrays` from Python)."""
 
-from audit.release.auditing import ReleaseAudit, ReleaseAuditConfig, audit_arrays, audit_release
 from audit.release.entry_points import ExternalModel, load_model
-from audit.release.record_sets import AuditRecords, RecordSet, Role, read_records
+from audit.release.record_sets import RecordSet, ReleaseRecords, Role, read_records
+from audit.release.release_attack import attack_arrays, attack_release
+from audit.release.release_config import ReleaseAttackConfig
+from audit.release.release_result import ReleaseAttack
 
 __all__ = [
-    "AuditRecords",
+    "ReleaseRecords",
     "ExternalModel",
     "RecordSet",
-    "ReleaseAudit",
-    "ReleaseAuditConfig",
+    "ReleaseAttack",
+    "ReleaseAttackConfig",
     "Role",
-    "audit_arrays",
-    "audit_release",
+    "attack_arrays",
+    "attack_release",
     "load_model",
     "read_records",
 ]

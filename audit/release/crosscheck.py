@@ -58,7 +58,7 @@ def domias_package_auc(
     seed: int,
 ) -> DomiasCrossCheck:
     """The ``domias`` package's AUC on these records, projected as the suite's DOMIAS attack of
-    an audit with root ``seed`` projects them (PCA on the reference records, its seed)."""
+    a release attack with root ``seed`` projects them (PCA on the reference records, its seed)."""
     from domias.baselines import compute_metrics_baseline, kde_baseline
 
     project = pca_features(

@@ -2,10 +2,10 @@
 non-members, reference records and D_gen as ``.npz`` files, and its trained VAE behind an entry
 point, so that ``benchmark.py attack`` on them can be checked against the cell's own rows.
 
-The exported sets are the cell's exactly (:func:`audit.pipeline.attack_set`,
-:func:`~audit.pipeline.reference_records`), D_gen is drawn again from the saved model with the
-cell's seed (prior generation: image cells), and the attack seed is the cell's seed, so the
-audit runs the same attacks on the same inputs with the same randomness.
+The exported sets are the cell's exactly (:func:`audit.cell.membership.attack_set`,
+:func:`~audit.cell.membership.reference_records`), D_gen is drawn again from the saved model with
+the cell's seed (prior generation: image cells), and the attack seed is the cell's seed, so the
+release attack runs the same attacks on the same inputs with the same randomness.
 """
 
 from __future__ import annotations
@@ -19,16 +19,11 @@ from torch import nn
 from attacks import Release
 from attacks.threat import ReleaseKind
 from audit import io
+from audit.cell.attack_step import released_samples, unmet_attacks
+from audit.cell.gen_accuracy import generation_labels
+from audit.cell.membership import attack_set, cell_data, reference_records
 from audit.datasets import dataset_split, load_dataset
 from audit.mechanisms import get_mechanism
-from audit.pipeline import (
-    attack_set,
-    cell_data,
-    generation_labels,
-    reference_records,
-    released_samples,
-    unmet_attacks,
-)
 from audit.report.grids import load_model
 from audit.results import cell_path, load_cell_config
 from models.factory import model_family
@@ -57,7 +52,7 @@ def decoder():
 
 @dataclass(frozen=True)
 class ExportedRelease:
-    """Where an export went and how to audit it (``argv``: ``benchmark.py attack``'s)."""
+    """Where an export went and how to attack it (``argv``: ``benchmark.py attack``'s)."""
 
     out: Path
     kind: ReleaseKind

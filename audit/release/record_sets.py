@@ -1,4 +1,4 @@
-"""The records a release audit reads: members, non-members, reference records and samples, each
+"""The records a release attack reads: members, non-members, reference records and samples, each
 an ``.npz`` in the format of ``npz:`` datasets (``X``, and ``y`` where labels are known), or
 arrays given to the Python API; validated together before any attack runs."""
 
@@ -17,13 +17,13 @@ from audit.datasets.dataset import DatasetUnavailable
 from audit.datasets.npz import npz_images, npz_pixels
 from dpvae_core.records import Modality
 
-#: Fewest members, and fewest non-members, an audit attacks: the held-out worst case halves
+#: Fewest members, and fewest non-members, a release attack scores: the held-out worst case halves
 #: each side (:func:`attacks.worst_case.split_halves`), and with 10 + 10 records a blind
 #: attacker's MI AP reaches 0.761 one time in twenty (95 % quantile of 20,000 seeded random
 #: rankings), so fewer measure next to nothing.
 MIN_SIDE = 10
 #: Fewest reference records and samples: the suite's own floor for reference records
-#: (:data:`audit.pipeline.MIN_REFERENCE_RECORDS`; DOMIAS's KDE needs more records than its 10
+#: (:data:`audit.cell.membership.MIN_REFERENCE_RECORDS`; DOMIAS's KDE needs more records than its 10
 #: PCA dimensions).
 MIN_POOL = 20
 #: Series values are taken in [-1, 1], the scale the suite's series models and attacks use.
@@ -31,7 +31,7 @@ SERIES_RANGE = (-1.0, 1.0)
 
 
 class Role(str, Enum):
-    """What a set of records is to the audit (the flag it came from names it in errors)."""
+    """What a set of records is to the release attack (the flag it came from names it in errors)."""
 
     MEMBERS = "members"
     NON_MEMBERS = "non-members"
@@ -78,7 +78,7 @@ class RecordSet:
             values = _series(x, where)
         else:
             raise ValueError(
-                f"{where}: modality {modality.value!r} is not audited; use image or series"
+                f"{where}: modality {modality.value!r} is not supported; use image or series"
             )
         stored = "integer" if np.issubdtype(x.dtype, np.integer) else "float"
         return cls(role, values, _labels(y, len(values), where), stored)
@@ -141,8 +141,8 @@ def read_records(path: Path, role: Role, *, modality: Modality) -> RecordSet:
 
 
 @dataclass(frozen=True)
-class AuditRecords:
-    """Members, non-members and the optional reference records and samples of one audit,
+class ReleaseRecords:
+    """Members, non-members and the optional reference records and samples of one release attack,
     checked against each other: one record shape, one way of storing the attacked sets (integer
     pixels or floats: a set stored otherwise differs in its rounding, which an attack reads as
     membership), labels on both attacked sets or on neither, no record of the members among the

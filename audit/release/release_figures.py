@@ -1,4 +1,4 @@
-"""The figure of an audited release's report: every attack result's MI AP with its 95 %
+"""The figure of an attacked release's report: every attack result's MI AP with its 95 %
 bootstrap interval, coloured by what the attacker held, the held-out worst case on top (its
 interval at half the records), and per line the blind attacker's band (an attacker whose scores
 ignore membership stays below the shaded end in 95 % of draws at that line's counts)."""
@@ -13,10 +13,11 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from audit.derived import as_flag
+from attacks.worst_case import held_out_count
 from audit.release.release_summary import THREAT_ORDER, result_label
-from audit.report.plots import CHANCE_COLOR as BAND_COLOR
-from audit.report.plots import report_style
+from audit.report.figure_style import CHANCE_COLOR as BAND_COLOR
+from audit.report.figure_style import report_style
+from audit.rows.derived import as_flag
 
 #: Colours of the threat models (the worst case is black).
 _VIEW_COLORS = dict(zip(THREAT_ORDER, sns.color_palette("colorblind", 3), strict=True))
@@ -67,7 +68,7 @@ def _wrap(label: str, width: int = 40) -> str:
 def _half(row: pd.Series) -> str:
     """``m + n``: the members and non-members of the held-out half (attacks.worst_case)."""
     m, n = int(row["attack_members"]), int(row["attack_nonmembers"])
-    return f"{m - int(round(0.5 * m))} + {n - int(round(0.5 * n))}"
+    return f"{held_out_count(m)} + {held_out_count(n)}"
 
 
 def _value_text(line: pd.Series) -> str:

@@ -1,6 +1,6 @@
-"""The report of a folder of audited releases (``benchmark.py attack``; ``benchmark.py report
-OUT`` rewrites it, :func:`audit.release.audit_arrays` writes it where given ``out``): per release,
-what was audited, one line per threat model (strongest attack, held-out worst case with its
+"""The report of a folder of attacked releases (``benchmark.py attack``; ``benchmark.py report
+OUT`` rewrites it, :func:`audit.release.attack_arrays` writes it where given ``out``): per release,
+what was attacked, one line per threat model (strongest attack, held-out worst case with its
 interval, the blind attacker's quantile, the verdict), the utility where ``--test`` was given,
 the DCR baseline with a sentence where it passes while an attack is beyond chance, the figure of
 MI AP per attack, and every attack result's row.
@@ -22,13 +22,14 @@ from pathlib import Path
 import pandas as pd
 
 from audit import io
-from audit.derived import as_flag
 from audit.release.release_figures import mi_ap_by_attack
 from audit.release.release_rows import EXTERNAL, dcr_file
 from audit.release.release_summary import cell_scores, result_label, summary_frame
+from audit.report.figure_style import save_figure
 from audit.report.markdown import interval_text, md_table
-from audit.report.plots import save_figure
 from audit.results import collect_rows, locked_dir, unfinished_cells
+from audit.rows.derived import as_flag
+from audit.rows.tradeoff import chance_accuracy
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +56,17 @@ def write_release_report(
     run_dir: Path, out_dir: Path | None = None, *, formats: Sequence[str] = FORMATS
 ) -> ReleaseReport:
     """Write ``report.md`` (and its figures, each in every format; PNG always, which the
-    Markdown shows) and ``report.html`` for the audited releases in ``run_dir``; ``out_dir``
+    Markdown shows) and ``report.html`` for the attacked releases in ``run_dir``; ``out_dir``
     defaults to ``run_dir/report``."""
     run_dir = Path(run_dir)
     frame = collect_rows(run_dir)
     if frame.empty:
-        raise ValueError(f"{str(run_dir)!r} holds no audited release (no finished cell)")
+        raise ValueError(f"{str(run_dir)!r} holds no attacked release (no finished cell)")
     foreign = sorted(set(frame["mech"].astype(str)) - {EXTERNAL})
     if foreign:
         raise ValueError(
-            f"{str(run_dir)!r} holds a sweep's cells (mech {', '.join(foreign)}) beside audited "
-            "releases; audit a release into a folder of its own"
+            f"{str(run_dir)!r} holds a sweep's cells (mech {', '.join(foreign)}) beside attacked "
+            "releases; attack a release into a folder of its own"
         )
     formats = tuple(dict.fromkeys(("png", *formats)))
     out = io.check_writable_dir(Path(out_dir) if out_dir is not None else run_dir / REPORT_DIR)
@@ -116,9 +117,9 @@ def render(frame: pd.DataFrame, sections: Sequence[str], *, unfinished: Sequence
     """report.md: the title, how to read it, what is missing, then a section per release."""
     names = list(dict.fromkeys(frame.sort_values("config_hash")["dataset"].astype(str)))
     title = (
-        f"# Privacy audit of the release {names[0]}"
+        f"# Attacks on the release {names[0]}"
         if len(sections) == 1
-        else f"# Privacy audit of {len(sections)} releases"
+        else f"# Attacks on {len(sections)} releases"
     )
     parts = [
         title,
@@ -185,7 +186,7 @@ def _what(rows: pd.DataFrame) -> str:
     ]
     if notes.get("not_run"):
         parts.append(f"not run (the release lacks what they need): {notes['not_run']}")
-    return "**What was audited.** " + "; ".join(parts) + "."
+    return "**What was attacked.** " + "; ".join(parts) + "."
 
 
 def _glance(summary: pd.DataFrame) -> str:
@@ -236,7 +237,7 @@ def _utility(rows: pd.DataFrame) -> str:
         )
     classes = round(1 / float(first["acc_base"])) if float(first["acc_base"]) > 0 else 0
     majority = float(first.get("acc_majority", math.nan))
-    chance = max(float(first["acc_base"]), majority if math.isfinite(majority) else 0.0)
+    chance = chance_accuracy(float(first["acc_base"]), majority)
     valid = as_flag(first.get("utility_valid"))
     verdict = (
         "above chance: `utility_valid` True"

@@ -1,5 +1,5 @@
-"""What a person reads first of an audit's rows: one line per cell and threat model (the Python
-API's ``.summary()``, of a release audited from outside the suite and of a sweep alike).
+"""What a person reads first of a cell's rows: one line per cell and threat model (the Python
+API's ``.summary()``, of a release attacked from outside the suite and of a sweep alike).
 
 A threat model is what the attacker holds of the release (the rows' ``attacker_sees``): the
 samples only, the decoder, or the whole VAE (encoder and decoder). They nest: whoever holds the
@@ -27,13 +27,12 @@ import pandas as pd
 
 from attacks.attack import AttackResult, Distance, Measure, Variant
 from attacks.threat import Capability
-from attacks.worst_case import held_out_worst_case, split_halves
-from audit.derived import as_flag
+from attacks.worst_case import held_out_count
 from audit.results import SCORES_FILE, cell_path, load_attack_scores, scores_key
-from audit.row_uncertainty import worst_case_uncertainty
-from audit.threat_columns import SEES
-from audit.tradeoff import chance_accuracy
-from dpvae_core.seeding import Purpose, derive_seed
+from audit.rows.derived import as_flag
+from audit.rows.row_uncertainty import cell_worst_case, worst_case_uncertainty
+from audit.rows.threat_columns import SEES
+from audit.rows.tradeoff import chance_accuracy
 
 #: Threat models from the weakest attacker to the strongest.
 THREAT_ORDER: tuple[str, ...] = (
@@ -111,7 +110,8 @@ def _as_distance(value: str) -> Distance | Measure:
 
 def _worst_from_scores(rows: pd.DataFrame, scores: Scores, seed: int) -> dict[str, object]:
     """The held-out worst case over ``rows``' results, from the cell's scores, seeded as the
-    cell's (:func:`audit.cell_rows.worst_case_columns`); NaN where the scores are missing."""
+    cell's (:func:`audit.rows.row_uncertainty.cell_worst_case`); NaN where the scores are
+    missing."""
     empty = {"worst_attack": "", "worst_mi_ap": math.nan, "worst_mi_ap_low": math.nan}
     if scores is None:
         return empty
@@ -131,25 +131,17 @@ def _worst_from_scores(rows: pd.DataFrame, scores: Scores, seed: int) -> dict[st
                 variant=Variant(str(r["variant"])),
             )
         )
-    if min(int(is_member.sum()), int((~is_member).sum())) < 2:
+    worst = cell_worst_case(results, seed=seed)
+    if worst is None:
         return empty
-    worst_seed = derive_seed(seed, Purpose.ATTACK, "worst-case")
-    worst = held_out_worst_case(results, seed=worst_seed)
-    chosen = next(
-        r
-        for r in results
-        if (r.attack, r.distance.value, r.variant.value)
-        == (worst.attack, worst.distance, worst.variant)
-    )
-    _, evaluate = split_halves(is_member, seed=worst_seed)
-    held = worst_case_uncertainty(chosen.scores[evaluate], is_member[evaluate], seed=worst_seed)
+    held = worst_case_uncertainty(worst)
     return {
         "worst_attack": f"{worst.attack} ({worst.distance}, {worst.variant})",
         **{k: held[k] for k in ("worst_mi_ap", "worst_mi_ap_low", "worst_mi_ap_high")},
         "worst_mi_ap_null_q95": held.get("worst_mi_ap_null_q95", math.nan),
         "worst_beyond_chance": held.get("worst_beyond_chance"),
-        "worst_members": int(is_member[evaluate].sum()),
-        "worst_nonmembers": int((~is_member[evaluate]).sum()),
+        "worst_members": int(worst.is_member.sum()),
+        "worst_nonmembers": int((~worst.is_member).sum()),
     }
 
 
@@ -167,9 +159,8 @@ def _worst_from_rows(rows: pd.DataFrame) -> dict[str, object]:
         "worst_mi_ap_high": float(w.get("worst_mi_ap_high", math.nan)),
         "worst_mi_ap_null_q95": float(w.get("worst_mi_ap_null_q95", math.nan)),
         "worst_beyond_chance": w.get("worst_beyond_chance"),
-        # the evaluation half (split_halves: round(half) of each class to the selection half)
-        "worst_members": members - int(round(0.5 * members)),
-        "worst_nonmembers": nonmembers - int(round(0.5 * nonmembers)),
+        "worst_members": held_out_count(members),
+        "worst_nonmembers": held_out_count(nonmembers),
     }
 
 
@@ -242,7 +233,7 @@ def cell_scores(run_dir: Path) -> Callable[[str], Scores]:
 
 def one_line(summary: pd.DataFrame) -> str:
     """The widest threat model's worst case of each cell, one short clause per cell: what the
-    repr of an audit's or a sweep's result says."""
+    repr of a release attack's or a sweep's result says."""
     if summary.empty:
         return "no rows"
     widest = summary.groupby("config_hash", sort=False).tail(1)

@@ -8,18 +8,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from audit.cell.gen_accuracy import classifier_accuracy
 from audit.mechanisms import Context
-from audit.pipeline import classifier_accuracy
-from audit.release.record_sets import AuditRecords, RecordSet, Role
+from audit.release.record_sets import RecordSet, ReleaseRecords, Role
+from audit.rows.tradeoff import majority_share
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.seeding import Purpose, derive_seed
-from models.training import ClassifierSettings, holdout_split
+from models.classifier_training import ClassifierSettings, holdout_split
 
 #: Share of each classifier's training records held out for its early stopping (as a cell's).
 HOLDOUT = 0.2
 
 
-def check_test_set(test: RecordSet, records: AuditRecords) -> None:
+def check_test_set(test: RecordSet, records: ReleaseRecords) -> None:
     """ValueError unless ``test`` can score a classifier of this release: labelled, labelled
     samples (given, or drawn from a decoder of labelled records), the records' shape, and none
     of the members among them (exact duplicates would score the members' memorisation)."""
@@ -81,13 +82,12 @@ def release_utility(
             desc=f"classifier on {purpose}",
         )
 
-    counts = np.bincount(test.y)
     return {
         "acc": trained_on(samples[0], samples[1], Role.SAMPLES.value),
         "acc_real": trained_on(
             torch.from_numpy(members.x), torch.from_numpy(members.y), Role.MEMBERS.value
         ),
         "acc_base": 1.0 / classes,
-        "acc_majority": float(counts.max() / counts.sum()),
+        "acc_majority": majority_share(test.y),
         "n_test": float(len(test)),
     }

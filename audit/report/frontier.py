@@ -22,10 +22,11 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import Bbox
 
 from audit.config import MechanismName
-from audit.report.plots import CHANCE_COLOR as CHANCE_BAND_COLOR
-from audit.report.plots import mech_color, report_style
+from audit.report.evidence import Evidence
+from audit.report.figure_style import CHANCE_COLOR as CHANCE_BAND_COLOR
+from audit.report.figure_style import mech_color, report_style
 from audit.report.stats import format_epsilon
-from audit.report.sweet_spots import Evidence, SweetSpot, recommendation
+from audit.report.sweet_spots import SweetSpot, recommendation
 
 NONE = MechanismName.NONE.value
 NO_UTILITY_COLOR = "#d9d9d9"
@@ -50,7 +51,7 @@ def frontier_figure(
     evidence: Sequence[Evidence], spots: Sequence[SweetSpot], *, title: str
 ) -> Figure | None:
     """The frontier of one report section; None where no setting has both an accuracy and a
-    worst-case MI AP (an audited release without a test set)."""
+    worst-case MI AP (an attacked release without a test set)."""
     points = [e for e in evidence if math.isfinite(e.acc) and math.isfinite(e.worst_mi_ap)]
     if not points:
         return None

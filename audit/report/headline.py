@@ -18,26 +18,29 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from audit.config import MechanismName
-from audit.report.markdown import md_table
-from audit.report.plots import (
-    CHANCE_COLOR,
-    WORST_CASE_LABEL,
+from audit.report.figure_parts import (
     _chance_handle,
     _finish,
     _label_points,
     _legend_below,
-    attack_family,
     epsilon_axis,
+)
+from audit.report.figure_style import (
+    CHANCE_COLOR,
+    WORST_CASE_LABEL,
+    attack_family,
     family_color,
-    family_measure_order,
     family_order,
     measure_label,
     mech_color,
     report_style,
     wrap,
 )
+from audit.report.markdown import md_table
+from audit.report.plots import family_measure_order
 from audit.report.stats import format_epsilon, t_interval
 from audit.report.summaries import SETTING, WORST_CASE, ordered
+from audit.rows.tradeoff import chance_accuracy
 
 NONE = MechanismName.NONE.value
 AT_CHANCE = "at chance"
@@ -94,10 +97,9 @@ def _reached_by(cell_rows: pd.DataFrame) -> str:
 
 def _accuracy(rows: pd.DataFrame) -> str:
     acc = _value(rows, "acc", "", "")
-    chance = rows["acc_base"].astype(float)
-    if "acc_majority" in rows:
-        chance = np.maximum(chance, rows["acc_majority"].astype(float).fillna(0))
-    return f"{acc} (majority {chance.mean():.3f})"
+    majority = rows["acc_majority"] if "acc_majority" in rows else [math.nan] * len(rows)
+    chance = [chance_accuracy(b, m) for b, m in zip(rows["acc_base"], majority, strict=True)]
+    return f"{acc} (majority {np.mean(chance):.3f})"
 
 
 def headline_table(frame: pd.DataFrame) -> str:
@@ -252,7 +254,7 @@ def worst_case_figure(frame: pd.DataFrame, *, title: str) -> Figure | None:
     """The held-out worst-case MI AP against epsilon, one line per mechanism with its 95 %
     intervals, the non-private baseline as a line with its band, and the blind attacker's
     95 % quantile shaded (below it, a value is at chance). Where no private setting has a
-    finite epsilon (an audited release), each attack's MI AP and the worst case as bars
+    finite epsilon (an attacked release), each attack's MI AP and the worst case as bars
     instead (:func:`_attack_bars`). None without worst-case rows."""
     points = _per_setting(frame[frame["distance"] == WORST_CASE])
     if points.empty:
@@ -302,7 +304,7 @@ TICK = "#d62728"
 
 
 def _attack_bars(frame: pd.DataFrame, *, title: str) -> Figure:
-    """Per setting without a finite epsilon (an audited release): one horizontal bar per attack
+    """Per setting without a finite epsilon (an attacked release): one horizontal bar per attack
     result coloured by family, the held-out worst case in black on top, each with its 95 %
     interval and a tick at its own blind attacker's 95 % quantile; the band up to the attacks'
     quantile shaded."""

@@ -14,12 +14,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from audit import derived, results
-from audit.attack_plan import CELL_DEFAULT_ATTACKS
+from audit import results
+from audit.cell.attack_plan import CELL_DEFAULT_ATTACKS
 from audit.check import param_label
 from audit.config import MechanismName
 from audit.report.stats import summarise, t_interval
-from audit.rows import PAPER_ATTACK, PLAIN_VARIANT
+from audit.rows import derived
+from audit.rows.row import PAPER_ATTACK, PLAIN_VARIANT
+from audit.rows.tradeoff import chance_accuracy
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,7 @@ WORST_CASE = "worst case"
 
 def with_worst_case(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` plus one row per cell with a held-out worst case
-    (:func:`audit.derived.worst_case_rows`), measure :data:`WORST_CASE`: the report's tables
+    (:func:`audit.rows.derived.worst_case_rows`), measure :data:`WORST_CASE`: the report's tables
     and MI AP figures show it as one more line, and :func:`per_seed` reads it as the setting's
     attack power."""
     worst = derived.worst_case_rows(frame)
@@ -246,20 +248,19 @@ def _mi_ap_sureness(rows: pd.DataFrame) -> tuple[float, float, float]:
 def utility_note(frame: pd.DataFrame) -> str | None:
     """Why the accuracy axis of one dataset and profile measures nothing, or None where it does:
     some row's non-private baseline is not above chance (``utility_valid``, a one-sided exact
-    binomial test at 1 % on the test-set size; :func:`audit.tradeoff.above_chance`)."""
+    binomial test at 1 % on the test-set size; :func:`audit.rows.tradeoff.above_chance`)."""
     if "utility_valid" not in frame or frame["utility_valid"].astype(bool).all():
         return None  # valid, or a runs.csv from before the flag: nothing to judge by
     if "acc" in frame and frame["acc"].isna().all():
         return (
-            "no utility was measured (an audited release's rows carry no accuracy: that needs "
+            "no utility was measured (an attacked release's rows carry no accuracy: that needs "
             "a labelled test set and the classifier), so φ and the sweet spots do not apply"
         )
     base = frame[frame["mech"] == MechanismName.NONE.value]
     n_test = base["n_test"].iloc[0] if "n_test" in base and not base.empty else math.nan
     acc = base["acc"].mean() if not base.empty else math.nan
-    chance = frame["acc_base"].mean()
-    if "acc_majority" in base and base["acc_majority"].notna().any():
-        chance = max(chance, base["acc_majority"].max())  # what a constant classifier scores
+    majority = base["acc_majority"].max() if "acc_majority" in base else math.nan
+    chance = chance_accuracy(frame["acc_base"].mean(), majority)
     return (
         f"the non-private baseline's accuracy ({acc:.3f}) is not above chance "
         f"({chance:.3f}: the larger of 1/#classes and D_test's majority-class share) by a "

@@ -174,6 +174,6 @@ def test_a_good_release_writes_rows_and_report(files, tmp_path, capsys) -> None:
     out = tmp_path / "out"
     assert (out / "runs.csv").is_file()
     text = (out / "report" / "report.md").read_text()
-    assert text.startswith("# Privacy audit of the release model\n")  # the module file's stem
+    assert text.startswith("# Attacks on the release model\n")  # the module file's stem
     assert "### At a glance (one line per threat model)" in text and "DCR baseline" in text
     assert (out / "report" / "report.html").is_file()

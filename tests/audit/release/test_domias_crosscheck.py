@@ -10,7 +10,7 @@ import torch
 from sklearn.datasets import load_digits
 
 from attacks import Records
-from audit.release import ReleaseAuditConfig, audit_arrays
+from audit.release import ReleaseAttackConfig, attack_arrays
 from audit.release.crosscheck import domias_package_auc, hanley_mcneil_se
 
 pytest.importorskip("domias.baselines", reason="the optional extra crosscheck (domias)")
@@ -34,15 +34,15 @@ def test_domias_package_and_ours_agree(leak: float) -> None:
     noise = rng.normal(0, 0.05, (300, 1, 8, 8)).astype(np.float32)
     samples = np.clip(source[rng.integers(0, len(source), 300)] + noise, 0, 1)
     reference = pool[:300]
-    config = ReleaseAuditConfig(attacks=("domias",), seed=5)
-    audit = audit_arrays(
+    config = ReleaseAttackConfig(attacks=("domias",), seed=5)
+    attacked = attack_arrays(
         (members, None),
         (non_members, None),
         reference=(reference, None),
         samples=(samples, None),
         config=config,
     )
-    ours = next(row for row in audit.rows if row.attack == "domias").mi_auc
+    ours = next(row for row in attacked.rows if row.attack == "domias").mi_auc
     zeros = torch.zeros(300, dtype=torch.int64)
     theirs = domias_package_auc(
         torch.from_numpy(members),

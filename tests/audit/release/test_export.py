@@ -1,4 +1,4 @@
-"""A sweep cell exported as a release and audited with ``benchmark.py attack`` gives the cell's
+"""A sweep cell exported as a release and attacked with ``benchmark.py attack`` gives the cell's
 own rows: the same MI AP, AUC and TPR per attack result, and the same held-out worst case."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from pathlib import Path
 import pandas as pd
 
 import benchmark
-from audit.attack_plan import SWEEP_ATTACKS
-from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
+from attacks.registry import sweep_attacks
+from audit.config import MechanismName, SweepConfig
+from audit.profiles import PROFILES, ProfileName
 from audit.release.export import export_cell
-from audit.sweep import run_sweep
+from audit.sweep.runner import run_sweep
 
 TINY = replace(
     PROFILES[ProfileName.QUICK],
@@ -38,18 +39,18 @@ def test_an_exported_cell_gives_the_cells_rows(tmp_path: Path, capsys) -> None:
         out=tmp_path / "sweep",
         progress=False,
         report=False,
-        attacks=SWEEP_ATTACKS,
+        attacks=sweep_attacks(),
     )
     run_sweep(config)
     sweep = pd.read_csv(tmp_path / "sweep" / "runs.csv")  # both sides as written (CSV floats)
     exported = export_cell(tmp_path / "sweep", sweep.config_hash.iloc[0], tmp_path / "export")
-    argv = [*exported.argv, "--out", str(tmp_path / "audit"), "--no-progress"]
+    argv = [*exported.argv, "--out", str(tmp_path / "release"), "--no-progress"]
     assert benchmark.main(argv) == 0, capsys.readouterr().err
-    audit = pd.read_csv(tmp_path / "audit" / "runs.csv")
-    assert len(audit) == len(sweep) == 11  # every attack result of the whole-VAE release
-    both = sweep.merge(audit, on=KEY, suffixes=("_sweep", "_audit"), validate="one_to_one")
+    attacked = pd.read_csv(tmp_path / "release" / "runs.csv")
+    assert len(attacked) == len(sweep) == 11  # every attack result of the whole-VAE release
+    both = sweep.merge(attacked, on=KEY, suffixes=("_sweep", "_release"), validate="one_to_one")
     assert len(both) == len(sweep)
     for column in SAME:  # NaN equals NaN here: TPR at 1 % FPR is empty below 100 non-members
-        a, b = both[f"{column}_sweep"], both[f"{column}_audit"]
+        a, b = both[f"{column}_sweep"], both[f"{column}_release"]
         assert ((a == b) | (a.isna() & b.isna())).all(), column
-    assert (audit.mech == "external").all() and audit.acc.isna().all()
+    assert (attacked.mech == "external").all() and attacked.acc.isna().all()

@@ -14,12 +14,12 @@ import pytest
 from torch import nn
 
 import benchmark
-from audit.derived import accuracy_valid as utility_valid
-from audit.derived import add_derived_columns
-from audit.release import ExternalModel, ReleaseAuditConfig, audit_arrays
+from audit.release import ExternalModel, ReleaseAttackConfig, attack_arrays
 from audit.release.release_summary import THREAT_ORDER, _worst_from_scores, cell_scores
 from audit.results import collect_rows
-from audit.sweep import SweepResult
+from audit.rows.derived import accuracy_valid as utility_valid
+from audit.rows.derived import add_derived_columns
+from audit.sweep.runner import SweepResult
 
 #: Text of the sweep's report that a release report must not carry.
 SWEEP_ONLY = (
@@ -106,7 +106,7 @@ def test_a_release_report_has_no_sweep_text_and_no_empty_table(release) -> None:
     out, text = release
     assert [s for s in SWEEP_ONLY if s in text] == []
     assert _empty_tables(text) == []
-    assert text.startswith("# Privacy audit of the release samples\n")  # named after --samples
+    assert text.startswith("# Attacks on the release samples\n")  # named after --samples
     for heading in ("### At a glance (one line per threat model)", "### Every attack result"):
         assert heading in text
     assert "DCR **fails**" in text and "**Utility.** Not measured" in text
@@ -139,26 +139,26 @@ def test_runs_csv_carries_the_dcr_verdict_and_the_api_reads_the_same_rows(releas
     ).all()
     assert csv["utility_valid"].isna().all()  # no --test: unknown, not False
     arrays = _arrays()
-    audit = audit_arrays(
+    attacked = attack_arrays(
         (arrays["members"], None),
         (arrays["non-members"], None),
         reference=(arrays["reference"], None),
         samples=(arrays["samples"], None),
-        config=ReleaseAuditConfig(name="samples", attack_samples=2),
+        config=ReleaseAttackConfig(name="samples", attack_samples=2),
     )
-    mine, disk = audit.table().drop(columns="wall_s"), collect_rows(out).drop(columns="wall_s")
+    mine, disk = attacked.table().drop(columns="wall_s"), collect_rows(out).drop(columns="wall_s")
     pd.testing.assert_frame_equal(mine, disk, check_dtype=False)
 
 
 def test_the_api_with_out_writes_the_command_s_report(release, tmp_path) -> None:
     _, text = release
     arrays = _arrays()
-    audit_arrays(
+    attack_arrays(
         (arrays["members"], None),
         (arrays["non-members"], None),
         reference=(arrays["reference"], None),
         samples=(arrays["samples"], None),
-        config=ReleaseAuditConfig(name="samples", attack_samples=2),
+        config=ReleaseAttackConfig(name="samples", attack_samples=2),
         out=tmp_path / "api",
     )
     assert (tmp_path / "api" / "report" / "report.md").read_text() == text
@@ -172,18 +172,18 @@ def test_summary_one_line_per_threat_model_and_a_short_repr(tmp_path) -> None:
     rng = np.random.default_rng(1)
     net = nn.Sequential(nn.Linear(3, 64), nn.Sigmoid())
     model = ExternalModel(decode=lambda z: net(z).view(-1, 1, 8, 8), latent_dim=3)
-    audit = audit_arrays(
+    attacked = attack_arrays(
         (_images(rng, 20), None),
         (_images(rng, 20), None),
         reference=(_images(rng, 30), None),
         model=model,
-        config=ReleaseAuditConfig(name="tiny decoder", attack_samples=2),
+        config=ReleaseAttackConfig(name="tiny decoder", attack_samples=2),
         out=tmp_path,
     )
-    summary = audit.summary()
+    summary = attacked.summary()
     assert list(summary["threat_model"]) == list(THREAT_ORDER[:2])
     samples_only, decoder = summary.iloc[0], summary.iloc[1]
-    table = audit.table()
+    table = attacked.table()
     assert samples_only["attacks"] == (table["attacker_sees"] == THREAT_ORDER[0]).sum()
     assert decoder["attacks"] == len(table)
     assert decoder["worst_mi_ap"] == table["worst_mi_ap"].iloc[0]
@@ -195,7 +195,7 @@ def test_summary_one_line_per_threat_model_and_a_short_repr(tmp_path) -> None:
     assert again["worst_attack"] == decoder["worst_attack"]
     assert set(summary["verdict"]) <= {"at chance", "beyond chance"}
     assert summary["dcr_passes"].notna().all() and summary["utility_valid"].isna().all()
-    text = repr(audit)
+    text = repr(attacked)
     assert len(text) < 700 and text.count("\n") <= 5, text
     assert "tiny decoder" in text and "worst case" in text and "DCR" in text
     report = (tmp_path / "report" / "report.md").read_text()
@@ -390,5 +390,5 @@ def test_report_refuses_a_folder_mixing_a_sweep_and_releases(release, tmp_path, 
     (sweep_cell / "config.json").write_text(config)
     assert benchmark.main(["report", str(mixed)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "both a sweep's cells and audited releases" in err and "\n" not in err
+    assert "both a sweep's cells and attacked releases" in err and "\n" not in err
     assert not (mixed / "report").exists()

@@ -1,6 +1,6 @@
 """Every report figure stays readable at any sweep size (issue 36, part 4): rendered on synthetic
 runs of 1, 3, 8 and 20 private settings with one attack result or every attack (17 results), and
-on an audited release (no epsilon), no text leaves the canvas, no legend holds more than 8
+on an attacked release (no epsilon), no text leaves the canvas, no legend holds more than 8
 entries, no axes is narrower than a third of the figure, tick labels do not overlap and an epsilon
 axis shows at least two labelled ticks (:mod:`tests.audit.report.layout_check`).
 
@@ -225,7 +225,7 @@ CHECKED = {
     "attack_curves_worst_case": (1, 17),
     "claim_vs_bound": (1,),
 }
-#: An audited release has no epsilon: its worst case is drawn per attack (or not at all).
+#: An attacked release has no epsilon: its worst case is drawn per attack (or not at all).
 RELEASE_CHECKED = {"worst_case": (1, 17), "attack_curves_worst_case": (17,)}
 
 PARAMETERS = [
@@ -250,7 +250,7 @@ def test_figure_is_readable(tmp, n_settings, n_measures, stem):
     figures = _figures(n_settings, n_measures, tmp)
     assert stem in figures, f"no {stem} figure (drawn: {sorted(figures)})"
     fig = figures[stem]
-    if fig is None:  # an audited release has no epsilon: no figure rather than empty axes
+    if fig is None:  # an attacked release has no epsilon: no figure rather than empty axes
         assert n_settings == "release" and stem == "worst_case"
         return
     assert_readable(fig, max_legend_entries=8)

@@ -9,7 +9,7 @@ import pytest
 from torch import nn
 
 from audit.check.checking import bound_violations
-from audit.release import ExternalModel, ReleaseAuditConfig, audit_arrays
+from audit.release import ExternalModel, ReleaseAttackConfig, attack_arrays
 from audit.release.release_report import dcr_text as _dcr_text
 
 
@@ -21,32 +21,32 @@ def test_series_samples_alone_run_the_sample_attacks(tmp_path) -> None:
     rng = np.random.default_rng(0)
     members = _series(rng, 30)
     samples = np.clip(members + rng.normal(0, 0.01, members.shape), -1, 1).astype(np.float32)
-    audit = audit_arrays(
+    attacked = attack_arrays(
         (members, None),
         (_series(rng, 30), None),
         reference=(_series(rng, 40), None),
         samples=(samples, None),
-        config=ReleaseAuditConfig(modality="series", attack_samples=2),
+        config=ReleaseAttackConfig(modality="series", attack_samples=2),
         out=tmp_path,
     )
-    assert {row.attack for row in audit.rows} == {"monte-carlo", "domias"}
-    nearest = next(r for r in audit.rows if (r.distance, r.variant) == ("pixel-l2", "nearest"))
+    assert {row.attack for row in attacked.rows} == {"monte-carlo", "domias"}
+    nearest = next(r for r in attacked.rows if (r.distance, r.variant) == ("pixel-l2", "nearest"))
     assert nearest.mi_ap == 1.0  # the samples are the members, barely perturbed
-    assert audit.dcr is not None and not audit.dcr.passes
-    assert (tmp_path / "runs.csv").is_file() and audit.cell_dir is not None
+    assert attacked.dcr is not None and not attacked.dcr.passes
+    assert (tmp_path / "runs.csv").is_file() and attacked.cell_dir is not None
 
 
 def test_a_decoder_draws_its_samples_from_the_prior() -> None:
     rng = np.random.default_rng(1)
     net = nn.Sequential(nn.Linear(3, 36), nn.Tanh())
     model = ExternalModel(decode=lambda z: net(z).view(-1, 12, 3), latent_dim=3)
-    config = ReleaseAuditConfig(modality="series", attack_samples=2, gen_records=25)
-    audit = audit_arrays(
+    config = ReleaseAttackConfig(modality="series", attack_samples=2, gen_records=25)
+    attacked = attack_arrays(
         (_series(rng, 20), None), (_series(rng, 20), None), model=model, config=config
     )
-    assert {row.attack for row in audit.rows} == {"monte-carlo", "latent-search"}
-    assert {row.gen_records for row in audit.rows} == {25}
-    assert "drawn from the released decoder's prior" in audit.rows[0].privacy_notes
+    assert {row.attack for row in attacked.rows} == {"monte-carlo", "latent-search"}
+    assert {row.gen_records for row in attacked.rows} == {25}
+    assert "drawn from the released decoder's prior" in attacked.rows[0].privacy_notes
 
 
 def _dcr(passes: bool) -> dict:
@@ -88,11 +88,11 @@ def test_a_stated_coin_membership_turns_each_attack_into_an_epsilon_bound() -> N
     arrays = dict(reference=(_series(rng, 40), None), samples=(members.copy(), None))
 
     def nearest(coins: bool):
-        config = ReleaseAuditConfig(
+        config = ReleaseAttackConfig(
             modality="series", attack_samples=2, epsilon=0.5, delta=1e-5, membership_coins=coins
         )
-        audit = audit_arrays((members, None), (non_members, None), config=config, **arrays)
-        return next(r for r in audit.rows if (r.distance, r.variant) == ("pixel-l2", "nearest"))
+        attacked = attack_arrays((members, None), (non_members, None), config=config, **arrays)
+        return next(r for r in attacked.rows if (r.distance, r.variant) == ("pixel-l2", "nearest"))
 
     proven = nearest(True)
     assert proven.mi_ap == 1.0 and proven.epsilon_lower_attack > 0.5
@@ -116,18 +116,18 @@ def test_a_labelled_test_set_gives_the_rows_utility_and_bad_ones_are_refused() -
     rng = np.random.default_rng(3)
     members, non_members, test = (_two_classes(rng, n) for n in (40, 40, 60))
     samples = (np.clip(members[0] + rng.normal(0, 0.05, members[0].shape), -1, 1), members[1])
-    config = ReleaseAuditConfig(modality="series", attack_samples=2, classifier_epochs=8)
+    config = ReleaseAttackConfig(modality="series", attack_samples=2, classifier_epochs=8)
     kwargs = dict(samples=(samples[0].astype(np.float32), samples[1]), config=config)
-    audit = audit_arrays(members, non_members, test=test, **kwargs)
-    row = audit.rows[0]
+    attacked = attack_arrays(members, non_members, test=test, **kwargs)
+    row = attacked.rows[0]
     majority = np.bincount(test[1]).max() / len(test[1])
     assert row.acc_majority == majority and row.acc_base == 0.5 and row.n_test == 60
     assert row.acc > majority + 0.2 and row.acc_real > majority + 0.2  # the sign is learnt
     assert row.utility_valid is True  # the release's own accuracy, against its majority rate
-    assert audit.summary()["utility_valid"].tolist() == [True]
+    assert attacked.summary()["utility_valid"].tolist() == [True]
     assert "user-given labelled records" in row.privacy_notes
-    assert np.isnan(audit_arrays(members, non_members, **kwargs).rows[0].acc)  # not asked
+    assert np.isnan(attack_arrays(members, non_members, **kwargs).rows[0].acc)  # not asked
     with pytest.raises(ValueError, match="also among the members"):
-        audit_arrays(members, non_members, test=(members[0][:20], members[1][:20]), **kwargs)
+        attack_arrays(members, non_members, test=(members[0][:20], members[1][:20]), **kwargs)
     with pytest.raises(ValueError, match="needs labels"):
-        audit_arrays(members, non_members, test=(test[0], None), **kwargs)
+        attack_arrays(members, non_members, test=(test[0], None), **kwargs)
