@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from models import dlib_resnet, face_embedding
-from models.dlib_resnet import DlibFormatError, parse
+from models.dlib_format import DlibFormatError, parse
 from models.face_embedding import CHIP_SIDE, _chips, _weights, chip_pixels, embedding_accuracy
 from tests.audit.check.test_lfw20_thresholds import lfw_home
 
