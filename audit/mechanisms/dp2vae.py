@@ -40,7 +40,8 @@ from dpvae_core.records import Modality
 from dpvae_core.schedule import dp_sgd_steps
 from dpvae_core.seeding import Purpose, derive_seed
 from models.dp import DEFAULT_CLIP_NORM, DPSettings
-from models.dp.dp2vae_loop import Dp2Settings, subset_assignment, train_dp2vae
+from models.dp.dp2vae_loop import Dp2Settings, train_dp2vae
+from models.dp.dp2vae_subsets import subset_assignment
 from models.training import TrainHistory
 from models.vae import ConditionalConvVAE
 

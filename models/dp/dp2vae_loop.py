@@ -17,14 +17,13 @@ non-private update at batch granularity and changes nothing in the privacy analy
 
 Only the decoder is released: the target module keeps its initial, data-independent encoder
 weights, so the whole module is as private as its decoder. The image VAE and the LSTM VAE are
-both supported (:data:`DECODER_MODULES`).
+both supported (:data:`models.dp.dp2vae_decoder.DECODER_MODULES`).
 
 Notes:
-    The accounting is ``audit.privacy.dp2vae_accounting``; it reads :class:`Dp2Record`. A record's
-    subset
-    is a keyed hash of (seed, D_train index) alone (:func:`record_subset`), so adding or
-    removing a record moves no other record. Every random draw is independent of the data:
-    the subset choices come from one generator, each step's Poisson coins and
+    The accounting is ``audit.privacy.dp2vae_accounting``; it reads :class:`Dp2Record`. Every
+    random draw is independent of the data: a record's subset is a keyed hash of (seed, D_train
+    index) alone (:mod:`models.dp.dp2vae_subsets`), so adding or removing a record moves no
+    other record; the subset choices come from one generator, each step's Poisson coins and
     reparameterisation noise from a generator keyed by the step, and the DP noise draws the
     same number of values every step, so a record changes nothing in steps on other subsets.
     Encoder k is a non-private function of all of D_k, so one record can move every clipped
@@ -42,7 +41,6 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from dpvae_core.digests import bucket_assignment, record_bucket
 from dpvae_core.precision import float32_training
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.schedule import dp_sgd_steps
@@ -56,19 +54,14 @@ from models.dp import (
     private_gradient,
 )
 from models.dp.book_keeping import ClippedSum
-from models.lstm_vae import LstmVAE
+from models.dp.dp2vae_decoder import (
+    decoder_parameters,
+    encoder_side_parameters,
+    reinitialise_decoder,
+    share_decoder,
+)
+from models.dp.dp2vae_subsets import poisson_batch, subset_assignment
 from models.training import Pair, VAETrainSettings, training_noise, vae_per_example_loss
-from models.vae import ConditionalConvVAE
-
-#: The key of a record's subset hash (:func:`record_subset`).
-SUBSET_TAG = "dp2vae-subset"
-
-#: Submodules that ``decode(z, y)`` uses, per VAE class; every other parameter is the encoder's
-#: side (for the LSTM VAE that includes the auxiliary classifier on mu, which decode never reads).
-DECODER_MODULES: dict[type[nn.Module], tuple[str, ...]] = {
-    ConditionalConvVAE: ("fc_dec", "decoder"),
-    LstmVAE: ("decoder", "output"),
-}
 
 
 @dataclass(frozen=True)
@@ -125,73 +118,6 @@ class Dp2Record:
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready values (tuples as lists)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-
-
-def record_subset(index: int, subsets: int, *, seed: int) -> int:
-    """Subset of the D_train record at ``index``: SHA-256 of (seed, index) modulo K."""
-    return record_bucket(SUBSET_TAG, index, subsets, seed=seed)
-
-
-def subset_assignment(n_train: int, subsets: int, *, seed: int) -> torch.Tensor:
-    """Subset (n_train,) int64 of every record: :func:`record_subset` of its index.
-
-    Independent of the data and of every other record; sizes are not balanced and a subset may
-    be empty (its steps then release pure noise).
-    """
-    return bucket_assignment(SUBSET_TAG, n_train, subsets, seed=seed, what="subsets")
-
-
-def decoder_module_names(vae: nn.Module) -> tuple[str, ...]:
-    """Names of ``vae``'s submodules that ``decode`` uses (:data:`DECODER_MODULES`)."""
-    for cls, names in DECODER_MODULES.items():
-        if isinstance(vae, cls):
-            return names
-    known = ", ".join(c.__name__ for c in DECODER_MODULES)
-    raise ValueError(f"DP2-VAE does not know the decoder of {type(vae).__name__}; known: {known}")
-
-
-def decoder_parameters(vae: nn.Module) -> list[nn.Parameter]:
-    """The released decoder's parameters, in ``vae.parameters()`` order."""
-    ids = {id(p) for n in decoder_module_names(vae) for p in getattr(vae, n).parameters()}
-    return [p for p in vae.parameters() if id(p) in ids]
-
-
-def encoder_side_parameters(vae: nn.Module) -> list[nn.Parameter]:
-    """Every parameter that is not the decoder's (encoder, heads, auxiliary classifier)."""
-    ids = {id(p) for p in decoder_parameters(vae)}
-    return [p for p in vae.parameters() if id(p) not in ids]
-
-
-def reinitialise_decoder(vae: nn.Module, *, seed: int) -> None:
-    """Re-draw the decoder's weights with each layer's own ``reset_parameters``, from a CPU
-    generator seeded with ``seed`` (the global generator's state is restored afterwards)."""
-    if any(p.device.type != "cpu" for p in decoder_parameters(vae)):
-        raise ValueError("re-initialise the decoder on the CPU, then move the model")
-    with torch.random.fork_rng(devices=[]):
-        torch.random.default_generator.manual_seed(seed)
-        for name in decoder_module_names(vae):
-            for module in getattr(vae, name).modules():
-                if hasattr(module, "reset_parameters"):
-                    module.reset_parameters()
-
-
-def share_decoder(vae: nn.Module, owner: nn.Module) -> nn.Module:
-    """Point ``vae``'s decoder submodules at ``owner``'s (the same module objects); returns vae."""
-    for name in decoder_module_names(owner):
-        setattr(vae, name, getattr(owner, name))
-    return vae
-
-
-def poisson_batch(
-    members: torch.Tensor, *, rate: float, max_batch_size: int, generator: torch.Generator
-) -> tuple[torch.Tensor, bool]:
-    """(indices, truncated): each of ``members`` kept with probability ``rate``; if more than
-    ``max_batch_size`` are kept, a uniformly random ``max_batch_size`` of them."""
-    keep = members[torch.rand(len(members), generator=generator) < rate]
-    if len(keep) <= max_batch_size:
-        return keep, False
-    pick = torch.randperm(len(keep), generator=generator)[:max_batch_size]
-    return keep[pick.sort().values], True
 
 
 def _clip_(params: Sequence[nn.Parameter], clip_norm: float) -> None:

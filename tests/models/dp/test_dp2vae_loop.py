@@ -10,18 +10,14 @@ import pytest
 import torch
 
 from models.dp import CLIP_EPS, DPSettings, GradSampleMode
-from models.dp.dp2vae_loop import (
-    Dp2Settings,
-    Stage2,
+from models.dp.dp2vae_decoder import (
     decoder_parameters,
     encoder_side_parameters,
-    poisson_batch,
-    record_subset,
     reinitialise_decoder,
     share_decoder,
-    subset_assignment,
-    train_dp2vae,
 )
+from models.dp.dp2vae_loop import Dp2Settings, Stage2, train_dp2vae
+from models.dp.dp2vae_subsets import poisson_batch, record_subset, subset_assignment
 from models.factory import model_family
 from models.lstm_vae import LstmVAE
 from models.training import VAETrainSettings, vae_per_example_loss
