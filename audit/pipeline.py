@@ -46,18 +46,12 @@ from audit.target_training import TrainedTarget, train_target
 from dpvae_core.precision import mixed_precision
 from dpvae_core.records import Modality
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
+from models.classifier_training import ClassifierSettings, accuracy, holdout_split, train_classifier
 from models.face_embedding import FACE_EMBEDDING, embedding_accuracy
 from models.factory import CLASSIFIER_RECIPES, model_family
 from models.generation import finite_records, gen_labels, generate
 from models.latent_metrics import latent_summary
-from models.training import (
-    ClassifierSettings,
-    Pair,
-    accuracy,
-    evaluate_vae_loss,
-    holdout_split,
-    train_classifier,
-)
+from models.training import Pair, evaluate_vae_loss
 
 log = logging.getLogger(__name__)
 

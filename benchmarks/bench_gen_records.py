@@ -25,9 +25,9 @@ from audit.mechanisms import Context, get_mechanism
 from audit.pipeline import GEN_HOLDOUT, cell_data, classifier_accuracy, classifier_settings
 from dpvae_core.progress import null_progress
 from dpvae_core.seeding import Purpose, derive_seed
+from models.classifier_training import holdout_split
 from models.factory import model_family
 from models.generation import gen_labels, generate
-from models.training import holdout_split
 
 
 def parse_args() -> argparse.Namespace:

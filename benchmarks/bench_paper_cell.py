@@ -49,10 +49,11 @@ from audit.mechanisms.mechanism import Context
 from audit.pipeline import MIN_REFERENCE_RECORDS, balanced_subset, run_release_attacks
 from dpvae_core.progress import null_progress
 from dpvae_core.seeding import Purpose, numpy_rng
+from models.classifier_training import ClassifierSettings, train_classifier
 from models.dp import DPSettings, train_dp_vae
 from models.face_embedding import FACE_EMBEDDING, embedding_accuracy
 from models.factory import CLASSIFIER_RECIPES, model_family
-from models.training import ClassifierSettings, VAETrainSettings, train_classifier, train_vae
+from models.training import VAETrainSettings, train_vae
 
 
 def main() -> None:

@@ -23,8 +23,8 @@ import torch
 
 from audit.datasets import load_dataset, stratified_split
 from audit.pipeline import balanced_subset
+from models.classifier_training import ClassifierSettings, accuracy, train_classifier
 from models.factory import CLASSIFIER_RECIPES, model_family
-from models.training import ClassifierSettings, accuracy, train_classifier
 
 
 def main() -> None:

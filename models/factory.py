@@ -34,9 +34,10 @@ CLASSIFIERS = ("small-cnn", "resnet", "resnet-half", "face-embedding")
 #: Channel multiplier of each residual-net kind (1: about 1.2 M parameters; 0.5: 0.31 M, 4x fewer
 #: FLOPs: 32 against 128 MFLOP a forward pass on a 64x64x3 face).
 RESNET_WIDTHS = {"resnet": 1.0, "resnet-half": 0.5}
-#: How each classifier kind trains (:class:`models.training.ClassifierSettings` fields; the
-#: others keep their defaults: Adam, no augmentation, early stopping on cross-entropy). The
-#: residual net's recipe was chosen on LFW20's real D_val (docs/lfw20-faces.md).
+#: How each classifier kind trains (:class:`models.classifier_training.ClassifierSettings`
+#: fields; the others keep their defaults: Adam, no augmentation, early stopping on
+#: cross-entropy). The residual net's recipe was chosen on LFW20's real D_val
+#: (docs/lfw20-faces.md).
 RESNET_RECIPE: dict[str, object] = {
     "augment": True,
     "label_smoothing": 0.1,

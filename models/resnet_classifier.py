@@ -2,8 +2,8 @@
 
 Paper 003 fine-tunes an ImageNet VGG16 on LFW; no pretrained weights install offline here, so
 the suite trains this network from scratch (augmentation, label smoothing and early stopping on
-validation accuracy: :class:`models.training.ClassifierSettings`). Measured on LFW20's real
-split in docs/lfw20-faces.md.
+validation accuracy: :class:`models.classifier_training.ClassifierSettings`). Measured on
+LFW20's real split in docs/lfw20-faces.md.
 """
 
 from __future__ import annotations

@@ -8,17 +8,16 @@ import pytest
 import torch
 from torch import nn
 
-from models.factory import model_family
-from models.resnet_classifier import ResNetClassifier
-from models.training import (
+from models.classifier_training import (
     AUGMENT_SHIFT,
     ClassifierSettings,
     StopOn,
     _improves,
     augment_images,
-    channels_last_model,
-    image_layout,
 )
+from models.factory import model_family
+from models.resnet_classifier import ResNetClassifier
+from models.training import channels_last_model, image_layout
 from models.vae import ConditionalConvVAE
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
+from models.classifier_training import ClassifierSettings, accuracy, train_classifier
 from models.har_cnn import MIN_LENGTH, HarCNN
-from models.training import ClassifierSettings, accuracy, train_classifier
 
 
 def test_architecture_matches_the_paper():

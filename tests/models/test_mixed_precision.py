@@ -23,16 +23,11 @@ from dpvae_core.precision import (
     parse_precision,
     upcast,
 )
+from models.classifier_training import ClassifierSettings, train_classifier
 from models.dp.dp_adam import DPSettings, train_dp_vae
 from models.factory import model_family
 from models.perturbation import PerturbationVAE
-from models.training import (
-    ClassifierSettings,
-    VAETrainSettings,
-    train_classifier,
-    train_vae,
-    vae_loss_terms,
-)
+from models.training import VAETrainSettings, train_vae, vae_loss_terms
 
 SHAPES = {"image": (1, 8, 8), "series": (12, 3), "points": (5,)}
 
