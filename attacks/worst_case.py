@@ -1,7 +1,7 @@
 """The worst case over attacks, without the upward bias of a maximum over noisy estimates.
 
 The privacy axis a user reads is the strongest attack. Taking the largest MI AP over k attacks on
-one attack set is biased upward: under the null (no leakage) each AP scatters around chance and
+one D_atk is biased upward: under the null (no leakage) each AP scatters around chance and
 their maximum does not. :func:`held_out_worst_case` splits D_atk in two (seeded, stratified by
 membership), picks the attack with the highest MI AP on the selection half, and reports that
 attack's metrics on the other half, which played no part in the choice, so that they are an
@@ -20,36 +20,35 @@ from attacks.attack import AttackResult
 from attacks.metrics import AttackMetrics
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WorstCase:
     """The attack chosen on the selection half and its metrics on the evaluation half.
 
     Attributes:
         attack, distance, variant: the chosen result's keys (as in ``AttackResult.to_row``).
+        index: the chosen result's position among the results given.
         selection_mi_ap: its MI AP on the selection half (biased upward; for the record only).
         metrics: its metrics on the evaluation half (the figure to report).
-        n_select, n_eval: records in each half.
+        scores, is_member: its scores and the membership on the evaluation half, for whatever
+            else is measured there (intervals, chance quantiles), with no second split.
+        seed: the split's seed.
     """
 
     attack: str
     distance: str
     variant: str
+    index: int
     selection_mi_ap: float
     metrics: AttackMetrics
-    n_select: int
-    n_eval: int
+    scores: np.ndarray
+    is_member: np.ndarray
+    seed: int
 
-    def to_row(self) -> dict[str, object]:
-        """Flat ``worst_*`` columns: the chosen attack's keys, sizes and held-out metrics."""
-        return {
-            "worst_attack": self.attack,
-            "worst_distance": self.distance,
-            "worst_variant": self.variant,
-            "worst_selection_mi_ap": self.selection_mi_ap,
-            "worst_n_select": self.n_select,
-            "worst_n_eval": self.n_eval,
-            **{f"worst_{key}": value for key, value in self.metrics.to_dict().items()},
-        }
+
+def held_out_count(count: int, select_fraction: float = 0.5) -> int:
+    """How many of a class's ``count`` records :func:`split_halves` leaves to the evaluation
+    half: ``count - round(select_fraction x count)``."""
+    return count - int(round(select_fraction * count))
 
 
 def split_halves(
@@ -68,7 +67,7 @@ def split_halves(
     for label in (True, False):
         members = np.flatnonzero(is_member == label)
         rng.shuffle(members)
-        k = int(round(select_fraction * members.size))
+        k = members.size - held_out_count(members.size, select_fraction)
         if k == 0 or k == members.size:
             raise ValueError(
                 f"cannot split {members.size} {'members' if label else 'non-members'} into two "
@@ -90,7 +89,7 @@ def held_out_worst_case(
 
     Args:
         results: results of several attacks (any mix of attacks, distances and variants) on the
-            same attack set, i.e. identical ``is_member``; a mapping's values are used.
+            same D_atk, i.e. identical ``is_member``; a mapping's values are used.
         seed: seeds the split (see :func:`split_halves`).
         select_fraction: share of each class in the selection half.
 
@@ -103,7 +102,7 @@ def held_out_worst_case(
     for result in results[1:]:
         if not np.array_equal(result.is_member, is_member):
             raise ValueError(
-                f"all results must come from the same attack set; {result.attack} "
+                f"all results must come from the same D_atk; {result.attack} "
                 f"({result.distance.value}, {result.variant.value}) has other membership labels"
             )
     select, evaluate = split_halves(is_member, seed=seed, select_fraction=select_fraction)
@@ -116,8 +115,10 @@ def held_out_worst_case(
         attack=chosen.attack,
         distance=chosen.distance.value,
         variant=chosen.variant.value,
+        index=best,
         selection_mi_ap=selection_aps[best],
         metrics=AttackMetrics.from_scores(chosen.scores[evaluate], is_member[evaluate]),
-        n_select=int(select.size),
-        n_eval=int(evaluate.size),
+        scores=chosen.scores[evaluate],
+        is_member=is_member[evaluate],
+        seed=seed,
     )

@@ -11,17 +11,18 @@ from typing import Any
 
 import pandas as pd
 
-from audit import derived, results
+from audit import results
 from audit.check.thresholds import LIMITED_COLUMNS, Threshold, check_acc_floor, load_thresholds
-from audit.config import MechanismName
-from audit.rows import COLUMNS, GRID_POINT
+from audit.mechanisms import BASELINE, param_symbol
+from audit.rows import derived
+from audit.rows.row import COLUMNS, GRID_POINT
+from audit.rows.tradeoff import chance_accuracy
 
-#: The columns of ``runs.csv`` the gate reads, in :class:`audit.rows.Row`'s order: a row's grid
+#: The columns of ``runs.csv`` the gate reads, in :class:`audit.rows.row.Row`'s order: a row's grid
 #: point, the (attack, distance) thresholds are keyed by, and the metrics they limit.
 CHECK_COLUMNS: tuple[str, ...] = tuple(
     c for c in COLUMNS if c in {*GRID_POINT, "attack", "distance", *LIMITED_COLUMNS}
 )
-PARAM_SYMBOLS = {"noise_multiplier": "z", "eps_i": "εᵢ", "sigma": "σ"}
 
 
 def read_runs(run_dir: Path, required: Sequence[str] = CHECK_COLUMNS) -> pd.DataFrame:
@@ -31,10 +32,11 @@ def read_runs(run_dir: Path, required: Sequence[str] = CHECK_COLUMNS) -> pd.Data
 
 
 def param_label(mech: str, param_name: str, value: float) -> str:
-    """``'z=0.1'`` (paper 003's symbols), or ``'none'`` for the non-private baseline."""
-    if mech == MechanismName.NONE.value or pd.isna(value):
-        return MechanismName.NONE.value
-    return f"{PARAM_SYMBOLS.get(param_name, param_name)}={value:g}"
+    """``'z=0.1'`` (the parameter's symbol, :func:`audit.mechanisms.param_symbol`), or the
+    :data:`~audit.mechanisms.BASELINE`'s name for the non-private baseline."""
+    if mech == BASELINE or pd.isna(value):
+        return BASELINE
+    return f"{param_symbol(param_name)}={value:g}"
 
 
 @dataclass(frozen=True)
@@ -130,18 +132,10 @@ def check_runs(
     )
 
 
-def chance_accuracy(acc_base: Any, acc_majority: Any = None) -> float | None:
-    """What a classifier scores without learning anything: 1 / #classes (``acc_base``), or the
-    share of D_test's most common class where that is higher (``acc_majority``; LFW20: 0.278);
-    None where neither is known."""
-    known = [float(v) for v in (acc_base, acc_majority) if v is not None and not pd.isna(v)]
-    return max(known) if known else None
-
-
 def _violations(index: int, t: Threshold, row: Any) -> list[Violation]:
     """The limits of entry ``index`` (``t``) that ``row`` breaks."""
     chance = chance_accuracy(getattr(row, "acc_base", None), getattr(row, "acc_majority", None))
-    if t.min_acc is not None and chance is not None:
+    if t.min_acc is not None and not math.isnan(chance):
         try:
             check_acc_floor(t.min_acc, t.tolerance, float(chance))
         except ValueError as exc:

@@ -14,11 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit import derived, io
-from audit.check.checking import CHECK_COLUMNS, chance_accuracy, read_runs
-from audit.check.thresholds import SCHEMA_VERSION, number, parse_thresholds
-from audit.config import MechanismName
-from audit.rows import RESULT_KEY
+from audit import io
+from audit.check.checking import CHECK_COLUMNS, read_runs
+from audit.check.thresholds import THRESHOLDS_SCHEMA_VERSION, number, parse_thresholds
+from audit.mechanisms import BASELINE
+from audit.rows import derived
+from audit.rows.row import RESULT_KEY
+from audit.rows.tradeoff import chance_accuracy
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ def calibrate(
             )
         )
     doc = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": THRESHOLDS_SCHEMA_VERSION,
         "description": f"calibrated on {stamp} from the runs of source_commands with "
         f"limits = mean +- {sigmas:g} sd and a tolerance floor of {tolerance:g}; accuracy "
         "floors at or below chance are dropped (min_acc_dropped)",
@@ -144,7 +146,7 @@ def _calibrated_entry(
 ) -> dict[str, Any]:
     mi_mean, mi_sd, n = _spread(group["mi_ap"])
     acc_mean, acc_sd, _ = _spread(group["acc"])
-    baseline = key["mech"] == MechanismName.NONE.value
+    baseline = key["mech"] == BASELINE
     where = " ".join(
         [
             key["dataset"],

@@ -77,7 +77,7 @@ def _value_text(line: pd.Series) -> str:
     return f"{line['mi_ap']:.3f}"
 
 
-def mi_ap_by_attack(rows: pd.DataFrame, *, title: str) -> Figure:
+def release_mi_ap_by_attack(rows: pd.DataFrame, *, title: str) -> Figure:
     """MI AP per attack result of one release (``rows``: its rows as ``runs.csv`` holds them),
     with 95 % intervals, the blind attacker's band per line and the held-out worst case."""
     lines = _lines(rows)

@@ -22,21 +22,17 @@ from pathlib import Path
 import pandas as pd
 
 from audit import io
-from audit.release.release_figures import mi_ap_by_attack
+from audit.release.release_figures import release_mi_ap_by_attack
 from audit.release.release_rows import EXTERNAL, dcr_file
 from audit.release.release_summary import cell_scores, result_label, summary_frame
-from audit.report.figure_style import save_figure
+from audit.report.figure_style import FORMATS, save_figure
 from audit.report.markdown import interval_text, md_table
 from audit.results import collect_rows, locked_dir, unfinished_cells
+from audit.results.layout import REPORT_DIR, REPORT_MD
 from audit.rows.derived import as_flag
 from audit.rows.tradeoff import chance_accuracy
 
 log = logging.getLogger(__name__)
-
-REPORT_DIR = "report"
-REPORT_MD = "report.md"
-#: Figure formats a release report writes by default (``benchmark.py report``'s too).
-FORMATS = ("png", "pdf")
 
 
 @dataclass
@@ -82,7 +78,7 @@ def write_release_report(
             stem = f"{_slug(name)}-{str(digest)[:8]}-mi_ap_by_attack"
             first = rows.iloc[0]
             counts = f"{int(first['attack_members'])} + {int(first['attack_nonmembers'])}"
-            fig = mi_ap_by_attack(
+            fig = release_mi_ap_by_attack(
                 rows, title=f"{name}: MI AP per attack, 95 % intervals ({counts} records)"
             )
             paths = save_figure(fig, out, stem, formats)

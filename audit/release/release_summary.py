@@ -30,7 +30,12 @@ from attacks.threat import Capability
 from attacks.worst_case import held_out_count
 from audit.results import SCORES_FILE, cell_path, load_attack_scores, scores_key
 from audit.rows.derived import as_flag
-from audit.rows.row_uncertainty import cell_worst_case, worst_case_uncertainty
+from audit.rows.row_uncertainty import (
+    AT_CHANCE,
+    BEYOND,
+    cell_worst_case,
+    worst_case_uncertainty,
+)
 from audit.rows.threat_columns import SEES
 from audit.rows.tradeoff import chance_accuracy
 
@@ -40,8 +45,6 @@ THREAT_ORDER: tuple[str, ...] = (
     SEES[frozenset({Capability.DECODER})],
     SEES[frozenset({Capability.ENCODER, Capability.DECODER})],
 )
-BEYOND = "beyond chance"
-AT_CHANCE = "at chance"
 
 #: The grid point of a cell (what tells a sweep's summary lines apart besides the threat model).
 CELL_COLUMNS = ("dataset", "mech", "param_name", "param_value", "seed")
@@ -71,7 +74,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 )
 
 #: (is_member, {scores key: scores}) of one cell, or None where its scores are not at hand.
-Scores = tuple[np.ndarray, Mapping[str, np.ndarray]] | None
+CellScores = tuple[np.ndarray, Mapping[str, np.ndarray]] | None
 
 
 def result_label(row: Mapping | pd.Series) -> str:
@@ -108,7 +111,7 @@ def _as_distance(value: str) -> Distance | Measure:
         return Measure(value)
 
 
-def _worst_from_scores(rows: pd.DataFrame, scores: Scores, seed: int) -> dict[str, object]:
+def _worst_from_scores(rows: pd.DataFrame, scores: CellScores, seed: int) -> dict[str, object]:
     """The held-out worst case over ``rows``' results, from the cell's scores, seeded as the
     cell's (:func:`audit.rows.row_uncertainty.cell_worst_case`); NaN where the scores are
     missing."""
@@ -164,7 +167,7 @@ def _worst_from_rows(rows: pd.DataFrame) -> dict[str, object]:
     }
 
 
-def cell_summary(rows: pd.DataFrame, scores: Scores) -> list[dict[str, object]]:
+def cell_summary(rows: pd.DataFrame, scores: CellScores) -> list[dict[str, object]]:
     """One line per threat model of one cell's rows (in its results' order)."""
     first = rows.iloc[0]
     chance = chance_accuracy(
@@ -206,7 +209,7 @@ def cell_summary(rows: pd.DataFrame, scores: Scores) -> list[dict[str, object]]:
 
 
 def summary_frame(
-    table: pd.DataFrame, scores: Callable[[str], Scores] = lambda digest: None
+    table: pd.DataFrame, scores: Callable[[str], CellScores] = lambda digest: None
 ) -> pd.DataFrame:
     """One line per cell and threat model of ``table`` (rows as ``runs.csv`` holds them), in
     the table's cell order; ``scores(config_hash)`` gives a cell's scores (needed for the held-out
@@ -218,10 +221,10 @@ def summary_frame(
     return pd.DataFrame(lines, columns=list(SUMMARY_COLUMNS))
 
 
-def cell_scores(run_dir: Path) -> Callable[[str], Scores]:
+def cell_scores(run_dir: Path) -> Callable[[str], CellScores]:
     """``scores`` for :func:`summary_frame` from the cells' ``scores.npz`` under ``run_dir``."""
 
-    def read(digest: str) -> Scores:
+    def read(digest: str) -> CellScores:
         path = cell_path(Path(run_dir), digest) / SCORES_FILE
         if not path.is_file():
             return None

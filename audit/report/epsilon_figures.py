@@ -9,16 +9,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from audit.config import MechanismName
-from audit.report.plots import (
-    RefLine,
-    accuracy_vs_epsilon,
-    mi_ap_by_attack,
-    mi_ap_vs_epsilon,
-    phi_bars,
-)
+from audit.mechanisms import BASELINE
+from audit.report.figure_parts import RefLine
+from audit.report.plots import accuracy_vs_epsilon, mi_ap_by_attack, mi_ap_vs_epsilon, phi_bars
 from audit.report.skips import skip
 from audit.report.summaries import WORST_CASE
+from audit.rows.tradeoff import chance_accuracy
 
 #: The per-mechanism attack figure is drawn when a run has more measures than the reconstruction
 #: attack's two (MSE, SSIM) and the worst case: when attacks beyond reconstruction ran.
@@ -26,7 +22,7 @@ MIN_MEASURES_BY_ATTACK = 3
 
 
 def _acc_refs(settings: pd.DataFrame) -> list[RefLine]:
-    base = settings[settings["mech"] == MechanismName.NONE.value]
+    base = settings[settings["mech"] == BASELINE]
     refs = []
     if not base.empty:
         b = base.iloc[0]
@@ -34,18 +30,20 @@ def _acc_refs(settings: pd.DataFrame) -> list[RefLine]:
     refs.append(
         RefLine(settings["acc_real"].mean(), "classifier trained on real data", "-.", "dimgray")
     )
-    refs.append(RefLine(*chance_accuracy(settings), ":", "grey"))
+    refs.append(RefLine(*chance_line(settings), ":", "grey"))
     return refs
 
 
-def chance_accuracy(settings: pd.DataFrame) -> tuple[float, str]:
-    """(level, legend label) of chance accuracy as the text uses it: the larger of 1/#classes
-    and D_test's majority-class share (what always answering the commonest class scores)."""
+def chance_line(settings: pd.DataFrame) -> tuple[float, str]:
+    """(level, legend label) of the settings' chance accuracy
+    (:func:`audit.rows.tradeoff.chance_accuracy` of their mean 1/#classes and largest majority
+    share)."""
     uniform = float(settings["acc_base"].mean())
     majority = float(settings["acc_majority"].max()) if "acc_majority" in settings else math.nan
-    if math.isfinite(majority) and majority > uniform:
-        return majority, "chance (D_test's majority-class share)"
-    return uniform, "chance (1 / #classes)"
+    level = chance_accuracy(uniform, majority)
+    if level != uniform:
+        return level, "chance (D_test's majority-class share)"
+    return level, "chance (1 / #classes)"
 
 
 def _mi_refs(distances: pd.DataFrame) -> dict[str, list[RefLine]]:
@@ -53,7 +51,7 @@ def _mi_refs(distances: pd.DataFrame) -> dict[str, list[RefLine]]:
     shade the blind attacker's band themselves (``mi_ap_null_q95``)."""
     refs: dict[str, list[RefLine]] = {}
     for distance, group in distances.groupby("distance"):
-        base = group[group["mech"] == MechanismName.NONE.value]
+        base = group[group["mech"] == BASELINE]
         if not base.empty:
             b = base.iloc[0]
             refs[str(distance)] = [
@@ -66,13 +64,13 @@ def phi_points(distances: pd.DataFrame) -> pd.DataFrame:
     """The rows the phi figure draws: the private settings' held-out worst case where the run
     has one (the phi a reader compares settings by), else each measure's phi (a run from before
     the worst case: the reconstruction attack's distances)."""
-    private = distances[(distances["mech"] != MechanismName.NONE.value) & distances["phi"].notna()]
+    private = distances[(distances["mech"] != BASELINE) & distances["phi"].notna()]
     worst = private[private["distance"] == WORST_CASE]
     return worst if not worst.empty else private
 
 
 def _plottable(points: pd.DataFrame, what: str, skipped: list[str]) -> pd.DataFrame:
-    private = points[points["mech"] != MechanismName.NONE.value]
+    private = points[points["mech"] != BASELINE]
     finite = private[np.isfinite(private["epsilon"].astype(float))]
     if len(finite) < len(private):
         skip(

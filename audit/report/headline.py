@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from audit.config import MechanismName
+from audit.mechanisms import BASELINE
 from audit.report.figure_parts import (
     _chance_handle,
     _finish,
@@ -40,11 +40,8 @@ from audit.report.markdown import md_table
 from audit.report.plots import family_measure_order
 from audit.report.stats import format_epsilon, t_interval
 from audit.report.summaries import SETTING, WORST_CASE, ordered
+from audit.rows.row_uncertainty import AT_CHANCE, BEYOND
 from audit.rows.tradeoff import chance_accuracy
-
-NONE = MechanismName.NONE.value
-AT_CHANCE = "at chance"
-BEYOND = "beyond chance"
 
 
 def _value(rows: pd.DataFrame, metric: str, low: str, high: str) -> str:
@@ -113,7 +110,7 @@ def headline_table(frame: pd.DataFrame) -> str:
         mine = worst[worst["setting_hash"] == setting["setting_hash"].iloc[0]]
         mine = mine if not mine.empty else setting.iloc[0:0]
         verdict = _verdict(mine.get("worst_beyond_chance", pd.Series(dtype=object)))
-        phi = "–" if setting["mech"].iloc[0] == NONE else _value(mine, "phi", "", "")
+        phi = "–" if setting["mech"].iloc[0] == BASELINE else _value(mine, "phi", "", "")
         if phi == "n/a" and "phi_note" in setting:
             notes = [n for n in setting["phi_note"].dropna().astype(str) if "phi_worst:" in n]
             if notes:  # why phi is empty: the baseline at chance, or its utility not valid
@@ -259,7 +256,7 @@ def worst_case_figure(frame: pd.DataFrame, *, title: str) -> Figure | None:
     points = _per_setting(frame[frame["distance"] == WORST_CASE])
     if points.empty:
         return None
-    private = points[(points["mech"] != NONE) & np.isfinite(points["epsilon"])]
+    private = points[(points["mech"] != BASELINE) & np.isfinite(points["epsilon"])]
     if private.empty:
         return _attack_bars(frame, title=title.removesuffix(" vs ε"))
     with report_style():
@@ -281,7 +278,7 @@ def worst_case_figure(frame: pd.DataFrame, *, title: str) -> Figure | None:
                 label=mech,
             )
             _label_points(ax, group, "mi_ap", mech_color(mech))
-        base = points[points["mech"] == NONE]
+        base = points[points["mech"] == BASELINE]
         if not base.empty:
             b = base.iloc[0]
             ax.axhline(b["mi_ap"], color="black", linestyle="--", label="non-private (none)")

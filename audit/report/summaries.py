@@ -17,7 +17,7 @@ import pandas as pd
 from audit import results
 from audit.cell.attack_plan import CELL_DEFAULT_ATTACKS
 from audit.check import param_label
-from audit.config import MechanismName
+from audit.mechanisms import BASELINE, available_mechanisms
 from audit.report.stats import summarise, t_interval
 from audit.rows import derived
 from audit.rows.row import PAPER_ATTACK, PLAIN_VARIANT
@@ -51,7 +51,6 @@ SETTING = (
     "param_label",
     "setting_hash",
 )
-_MECH_RANK = {m.value: i for i, m in enumerate(MechanismName)}
 
 
 def load_runs(run_dir: Path) -> pd.DataFrame:
@@ -181,8 +180,10 @@ def run_sections(frame: pd.DataFrame, run_dir: Path) -> list[tuple[str, str, pd.
 
 
 def ordered(frame: pd.DataFrame) -> pd.DataFrame:
-    """Baseline first, then mechanisms in their declared order, each from least to most noise."""
-    rank = frame["mech"].map(_MECH_RANK).fillna(len(_MECH_RANK))
+    """Baseline first, then mechanisms in their registration order, each from least to most
+    noise."""
+    ranks = {m: i for i, m in enumerate(available_mechanisms())}
+    rank = frame["mech"].map(ranks).fillna(len(ranks))
     key = frame.assign(_rank=rank, _eps=-frame["epsilon"].astype(float))
     return frame.loc[key.sort_values(["_rank", "mech", "_eps", "param_value"]).index]
 
@@ -256,7 +257,7 @@ def utility_note(frame: pd.DataFrame) -> str | None:
             "no utility was measured (an attacked release's rows carry no accuracy: that needs "
             "a labelled test set and the classifier), so φ and the sweet spots do not apply"
         )
-    base = frame[frame["mech"] == MechanismName.NONE.value]
+    base = frame[frame["mech"] == BASELINE]
     n_test = base["n_test"].iloc[0] if "n_test" in base and not base.empty else math.nan
     acc = base["acc"].mean() if not base.empty else math.nan
     majority = base["acc_majority"].max() if "acc_majority" in base else math.nan

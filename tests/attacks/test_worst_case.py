@@ -12,7 +12,7 @@ from attacks.likelihood import LikelihoodAttack
 from attacks.monte_carlo import MonteCarloAttack
 from attacks.reconstruction import ReconstructionAttack
 from attacks.threat import Records, Release, applicable
-from attacks.worst_case import held_out_worst_case, split_halves
+from attacks.worst_case import held_out_count, held_out_worst_case, split_halves
 from tests.attacks.fakes import RandomLinearModel, uniform_records
 from tests.attacks.null_band import average_precision_many, inside_band
 
@@ -67,8 +67,8 @@ def test_a_leaking_attack_among_null_ones_is_chosen_and_confirmed() -> None:
     results.insert(3, null_result("leaky", is_member + 0.1 * rng.normal(size=80), is_member))
     worst = held_out_worst_case(results, seed=0)
     assert worst.attack == "leaky" and worst.metrics.mi_ap > 0.95
-    row = worst.to_row()
-    assert row["worst_attack"] == "leaky" and row["worst_n_select"] + row["worst_n_eval"] == 80
+    assert results[worst.index].attack == "leaky" and worst.seed == 0
+    assert len(worst.scores) == len(worst.is_member) == 40 and worst.is_member.sum() == 20
 
 
 @pytest.mark.statistical
@@ -100,14 +100,7 @@ def test_worst_case_over_all_attacks_on_independent_models_is_at_chance() -> Non
         results += attack.run_release(release, data).values()
     assert len(results) == 1 + 6 + 2 + 3 + 1
     worst = held_out_worst_case(results, seed=3)
-    _, evaluate = split_halves(data.is_member, seed=3)
-    chosen = next(
-        r
-        for r in results
-        if (r.attack, r.distance.value, r.variant.value)
-        == (worst.attack, worst.distance, worst.variant)
-    )
-    assert inside_band(chosen.scores[evaluate], data.is_member[evaluate])
+    assert inside_band(worst.scores, worst.is_member)
 
 
 def test_split_is_seeded_stratified_and_disjoint() -> None:
@@ -115,6 +108,7 @@ def test_split_is_seeded_stratified_and_disjoint() -> None:
     select, evaluate = split_halves(is_member, seed=4)
     assert np.array_equal(np.sort(np.concatenate([select, evaluate])), np.arange(11))
     assert is_member[select].sum() in (2, 3) and (~is_member[select]).sum() == 3
+    assert is_member[evaluate].sum() == held_out_count(5) and (~is_member[evaluate]).sum() == 3
     again, _ = split_halves(is_member, seed=4)
     other, _ = split_halves(is_member, seed=5)
     np.testing.assert_array_equal(select, again)
@@ -136,7 +130,7 @@ def test_bad_split_is_refused(is_member, kwargs, message) -> None:
 def test_results_from_different_attack_sets_are_refused() -> None:
     a = null_result("a", np.zeros(4), np.array([True, False, True, False]))
     b = null_result("b", np.zeros(4), np.array([False, True, True, False]))
-    with pytest.raises(ValueError, match="same attack set; b"):
+    with pytest.raises(ValueError, match="same D_atk; b"):
         held_out_worst_case([a, b], seed=0)
     with pytest.raises(ValueError, match="at least one attack result"):
         held_out_worst_case([], seed=0)

@@ -7,10 +7,10 @@ import math
 
 import pandas as pd
 
-from audit.derived import worst_case_rows
-from audit.report.epsilon_figures import chance_accuracy
+from audit.report.epsilon_figures import chance_line
 from audit.report.headline import detail_table, headline_table, worst_case_figure
 from audit.report.summaries import WORST_CASE
+from audit.rows.derived import worst_case_rows
 
 
 def _cell(mech, value, label, eps, mi_ap, worst, beyond, seed=0):
@@ -125,5 +125,5 @@ def test_worst_case_figure_shades_the_blind_attackers_band():
 
 def test_accuracy_legend_names_the_majority_share_where_it_is_the_chance_level():
     settings = pd.DataFrame({"acc_base": [0.05, 0.05], "acc_majority": [0.278, 0.278]})
-    assert chance_accuracy(settings) == (0.278, "chance (D_test's majority-class share)")
-    assert chance_accuracy(settings.drop(columns="acc_majority"))[1] == "chance (1 / #classes)"
+    assert chance_line(settings) == (0.278, "chance (D_test's majority-class share)")
+    assert chance_line(settings.drop(columns="acc_majority"))[1] == "chance (1 / #classes)"

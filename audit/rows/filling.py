@@ -1,33 +1,33 @@
-"""A cell's rows, built in one place from what its steps produced (:func:`cell_rows`).
+"""A cell's rows, built in one place from what its steps produced (:func:`build_cell_rows`).
 
-:func:`audit.pipeline.run_cell` runs the steps (train the target, measure it, generate D_gen
+:func:`audit.cell.run.run_cell` runs the steps (train the target, measure it, generate D_gen
 and score its classifier, attack, audit); this module turns their outputs into one
-:class:`~audit.rows.Row` per attack result: the cell's facts, the result's metrics with how
-sure they are (:mod:`audit.row_uncertainty`), what the attacker saw (:mod:`audit.threat_columns`),
-the held-out worst case, and the notes on what the row assumes.
+:class:`~audit.rows.row.Row` per attack result: the cell's facts, the result's metrics with how
+sure they are (:mod:`audit.rows.row_uncertainty`), what the attacker saw
+(:mod:`audit.rows.threat_columns`), the held-out worst case, and the notes on what the row assumes.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
-from attacks import AttackData, AttackResult, Release
+from attacks import AttackResult, Release
 from attacks.attack import NONPRIVATE_VARIANTS, Variant
 from attacks.registry import get_attack
-from attacks.worst_case import held_out_worst_case, split_halves
+from audit.cell.attack_step import Attacked
+from audit.cell.gen_accuracy import Generated
+from audit.cell.reference_training import ReferenceSet
+from audit.cell.target import Measured, TrainedTarget
 from audit.config import CellConfig
 from audit.empirical.cell_audit import CellAudit
 from audit.mechanisms import CellData
-from audit.reference_models import ReferenceSet
-from audit.row_uncertainty import result_columns, worst_case_uncertainty
-from audit.rows import Row
-from audit.target_training import TrainedTarget
-from audit.threat_columns import threat_columns
+from audit.rows.row import Row
+from audit.rows.row_uncertainty import cell_worst_case, result_columns, worst_case_uncertainty
+from audit.rows.threat_columns import threat_columns
+from audit.rows.tradeoff import majority_share
 from dpvae_core.seeding import Purpose, derive_seed
 from models.generation import Generation
 
@@ -63,59 +63,17 @@ def release_notes(notes: dict[str, Any]) -> dict[str, str]:
     return {"released_outside_accounting": OUTSIDE_ACCOUNTING + extra}
 
 
-@dataclass(frozen=True)
-class Measured:
-    """What the cell measured of its trained target: divergence, the losses on real D_train
-    and D_test (their difference is ``train_test_gap``) and paper 004's latent metrics."""
-
-    diverged: bool
-    loss_train: float
-    loss_test: float
-    latents: dict[str, float]
-
-
-@dataclass(frozen=True)
-class Generated:
-    """D_gen (finite: NaN values zeroed, ``nonfinite`` of them) and the accuracy on real D_test
-    of the classifier trained on it."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-    nonfinite: int
-    acc: float
-
-
-@dataclass(frozen=True)
-class Attacked:
-    """The attack step: D_atk, the release the attacker held (reference records and models
-    included), every result, and whether D_atk's membership was drawn by independent coins."""
-
-    data: AttackData
-    release: Release
-    results: list[AttackResult]
-    references: tuple[ReferenceSet, ...]  # mechanism-copying first, then non-private
-    independent: bool
-    notes: dict[str, str]
-
-
 def worst_case_columns(results: list[AttackResult], *, seed: int) -> list[dict[str, object]]:
     """The worst-case columns of each result's row, in order: ``worst_case`` True on the one
-    result :func:`~attacks.worst_case.held_out_worst_case` picks on half of D_atk, and on every
-    row that result's MI AP (with its bootstrap interval and chance quantiles at the half's
-    counts) and TPR at FPR 1 % on the other half. With fewer than two members or non-members
-    D_atk cannot be halved: ``worst_case`` None and NaN metrics."""
-    is_member = results[0].is_member
-    if min(int(is_member.sum()), int((~is_member).sum())) < 2:
+    result :func:`~audit.rows.row_uncertainty.cell_worst_case` picks on half of D_atk (``seed``:
+    the cell's), and on every row that result's MI AP (with its bootstrap interval and chance
+    quantiles at the half's counts) and TPR at FPR 1 % on the other half. With fewer than two
+    members or non-members D_atk cannot be halved: ``worst_case`` None and NaN metrics."""
+    worst = cell_worst_case(results, seed=seed)
+    if worst is None:
         return [{"worst_case": None} for _ in results]
-    worst = held_out_worst_case(results, seed=seed)
-    chosen = (worst.attack, worst.distance, worst.variant)
-    pick = next(r for r in results if (r.attack, r.distance.value, r.variant.value) == chosen)
-    _, evaluate = split_halves(is_member, seed=seed)
-    held_out = worst_case_uncertainty(pick.scores[evaluate], is_member[evaluate], seed=seed)
-    return [
-        {"worst_case": (r.attack, r.distance.value, r.variant.value) == chosen, **held_out}
-        for r in results
-    ]
+    held_out = worst_case_uncertainty(worst)
+    return [{"worst_case": i == worst.index, **held_out} for i in range(len(results))]
 
 
 def result_rows(
@@ -129,15 +87,15 @@ def result_rows(
     delta: float,
 ) -> tuple[Row, ...]:
     """One row per result: ``common`` (the columns every row shares), the result's keys,
-    counts and metrics with how sure they are (:func:`audit.row_uncertainty.result_columns`), what
-    the attacker saw and knew (:func:`audit.threat_columns.threat_columns`), and the held-out
-    worst case (:func:`worst_case_columns`, seeded from ``seed``'s worst-case seed).
+    counts and metrics with how sure they are (:func:`audit.rows.row_uncertainty.result_columns`),
+    what the attacker saw and knew (:func:`audit.rows.threat_columns.threat_columns`), and the
+    held-out worst case (:func:`worst_case_columns`, seeded from ``seed``).
 
     The one row builder of a sweep's cells and of releases made outside the suite.
     ``independent``: whether D_atk's membership was drawn by independent fair coins (else
     ``epsilon_lower_attack`` is NaN and says why); ``delta``: the claim's (NaN: none).
     """
-    worst = worst_case_columns(results, seed=derive_seed(seed, Purpose.ATTACK, "worst-case"))
+    worst = worst_case_columns(results, seed=seed)
     uncertainty_seed = derive_seed(seed, Purpose.ATTACK, "uncertainty") % 2**32
     n_reference = 0 if release.reference is None else len(release.reference)
     sets = dict(zip((False, True), references, strict=False))  # keyed by "non-private variant"
@@ -174,14 +132,7 @@ def _models_read(sets: dict[bool, ReferenceSet], variant: Variant) -> dict[str, 
     return {"reference_models": len(chosen.models), "models_trained": chosen.spec.recipe.describe()}
 
 
-def majority_share(labels: torch.Tensor) -> float:
-    """The share of the most common label (NaN for no labels)."""
-    if len(labels) == 0:
-        return math.nan
-    return float(torch.bincount(labels).max()) / len(labels)
-
-
-def cell_rows(
+def build_cell_rows(
     cell: CellConfig,
     data: CellData,
     target: TrainedTarget,
@@ -208,7 +159,7 @@ def cell_rows(
     notes.update(release_notes(notes))
     common = {
         "dataset": cell.dataset,
-        "mech": cell.mech.value,
+        "mech": cell.mech,
         "param_name": cell.param_name,
         "param_value": cell.param_value if cell.param_value is not None else math.nan,
         "seed": cell.seed,

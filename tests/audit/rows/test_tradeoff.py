@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
-from audit.tradeoff import phi_score
+from audit.rows.tradeoff import chance_accuracy, majority_share, phi_score
 
 
 def test_phi_matches_equation_2_by_hand():
@@ -47,8 +48,24 @@ def test_phi_nan_propagates():
 def test_above_chance_is_a_one_sided_binomial_test_at_1pct(correct, n, chance, valid):
     from scipy.stats import binom
 
-    from audit.tradeoff import above_chance
+    from audit.rows.tradeoff import above_chance
 
     assert above_chance(correct / n, n_test=n, chance=chance) is valid
     assert bool(binom.sf(correct - 1, n, chance) < 0.01) is valid
     assert above_chance(math.nan, n_test=n, chance=chance) is False
+
+
+def test_majority_share_is_the_most_common_labels_share():
+    import torch
+
+    assert majority_share(torch.tensor([0, 1, 1, 2])) == 0.5
+    assert majority_share(np.array([3, 3, 0])) == 2 / 3
+    assert math.isnan(majority_share(torch.tensor([], dtype=torch.int64)))
+
+
+def test_chance_accuracy_is_the_larger_of_the_known_levels():
+    assert chance_accuracy(0.05, 0.278) == 0.278  # LFW20: the majority share
+    assert chance_accuracy(0.5, 0.3) == 0.5
+    assert chance_accuracy(0.1) == chance_accuracy(0.1, None) == 0.1
+    assert chance_accuracy(math.nan, 0.3) == chance_accuracy(None, 0.3) == 0.3
+    assert math.isnan(chance_accuracy(None, math.nan))

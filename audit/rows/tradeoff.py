@@ -1,8 +1,11 @@
-"""The privacy-accuracy trade-off score phi of paper 003 (Eq. 2)."""
+"""The privacy-accuracy trade-off score phi of paper 003 (Eq. 2), and chance accuracy."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+
+import numpy as np
 
 ATK_BASE = 0.5  # MI AP of a coin flip on a balanced D_atk
 PHI_MAX = 2.0
@@ -44,13 +47,24 @@ def phi_score(
     return min(PHI_MAX, num / den)
 
 
-def chance_accuracy(acc_base: float, acc_majority: float = math.nan) -> float:
-    """Chance accuracy: the larger of 1/#classes (``acc_base``) and D_test's majority-class share
-    (what a classifier that always answers the commonest class scores); ``acc_base`` alone where
-    the majority share is unknown (NaN)."""
-    if math.isfinite(acc_majority):
-        return max(acc_base, acc_majority)
-    return acc_base
+def chance_accuracy(acc_base: float | None, acc_majority: float | None = math.nan) -> float:
+    """Chance accuracy, what a classifier scores without learning anything: the larger of
+    1/#classes (``acc_base``) and D_test's majority-class share (``acc_majority``: what always
+    answering the commonest class scores; LFW20: 0.278). Either alone where the other is unknown
+    (None or NaN); NaN where neither is known. The one definition the rows, report, release
+    summary and CI gate use."""
+    given = (float(v) for v in (acc_base, acc_majority) if v is not None)
+    known = [v for v in given if math.isfinite(v)]
+    return max(known) if known else math.nan
+
+
+def majority_share(labels: Sequence[int] | np.ndarray) -> float:
+    """The share of the most common label among integer ``labels`` (a row's ``acc_majority``;
+    NaN for no labels)."""
+    labels = np.asarray(labels)
+    if labels.size == 0:
+        return math.nan
+    return float(np.bincount(labels).max() / labels.size)
 
 
 def phi_clipped(
@@ -73,7 +87,7 @@ def phi_clipped(
     ``acc_base`` = 1/#classes, no clips) rewards such a setting (phi 1.31 at accuracy 0.098 on
     digits, whose majority rate is 0.102); it is kept as ``phi_paper`` for comparison with the
     paper's figures. Whether phi means anything at all (the baseline's attack beyond its chance
-    band, its utility above chance) is the caller's check (:mod:`audit.derived`).
+    band, its utility above chance) is the caller's check (:mod:`audit.rows.derived`).
     """
     return phi_score(
         atk_orig=max(atk_orig, ATK_BASE),

@@ -1,20 +1,30 @@
 """How sure each row's attack numbers are: the columns a row gets from its raw scores.
 
-:func:`result_columns` (one attack result) and :func:`worst_case_uncertainty` (the held-out worst
-case) take arrays only, so the sweep's cells and a user's own release share them. What they
-compute lives in :mod:`attacks.uncertainty` (chance quantiles, bootstrap intervals, TPR at a low
-FPR) and :mod:`audit.empirical.attack_bound` (the attack's epsilon lower bound).
+:func:`result_columns` (one attack result) takes arrays only and :func:`worst_case_uncertainty`
+the held-out worst case :func:`cell_worst_case` picked, so the sweep's cells and a user's own
+release share them. What they compute lives in :mod:`attacks.uncertainty` (chance quantiles,
+bootstrap intervals, TPR at a low FPR) and :mod:`audit.empirical.attack_bound` (the attack's
+epsilon lower bound).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
+from attacks.attack import AttackResult
 from attacks.metrics import FPR_01PCT, FPR_1PCT, AttackMetrics
 from attacks.uncertainty import bootstrap_intervals, mi_ap_null, tpr_at_fpr_interval
+from attacks.worst_case import WorstCase, held_out_worst_case
 from audit.empirical.attack_bound import attack_epsilon_bound
+from dpvae_core.seeding import Purpose, derive_seed
+
+#: How a reader is told a row's ``beyond_chance``: its MI AP above the blind attacker's 95 %
+#: quantile, or not (the release summary and the report's at-a-glance table).
+BEYOND = "beyond chance"
+AT_CHANCE = "at chance"
 
 
 def beyond_chance(mi_ap: float, null_q95: float) -> bool | None:
@@ -80,19 +90,28 @@ def result_columns(
     }
 
 
-def worst_case_uncertainty(
-    scores: np.ndarray, is_member: np.ndarray, *, seed: int
-) -> dict[str, object]:
-    """The held-out worst case's columns from its scores on the evaluation half: MI AP, its
-    bootstrap interval and chance columns at that half's counts, and TPR at FPR 1 % (empty
-    below 100 non-members)."""
-    metrics = AttackMetrics.from_scores(scores, is_member)
-    boot = bootstrap_intervals(scores, is_member, seed=seed)
+def cell_worst_case(results: Sequence[AttackResult], *, seed: int) -> WorstCase | None:
+    """The held-out worst case of one cell's results
+    (:func:`attacks.worst_case.held_out_worst_case`, its split seeded from the cell's ``seed``);
+    None where D_atk holds fewer than two members or non-members and cannot be halved. The
+    sweep's rows and a release's summary both take it here."""
+    is_member = results[0].is_member
+    if min(int(is_member.sum()), int((~is_member).sum())) < 2:
+        return None
+    return held_out_worst_case(results, seed=derive_seed(seed, Purpose.ATTACK, "worst-case"))
+
+
+def worst_case_uncertainty(worst: WorstCase) -> dict[str, object]:
+    """The held-out worst case's columns, measured on its evaluation half: MI AP, its bootstrap
+    interval and chance columns at that half's counts, and TPR at FPR 1 % (empty below 100
+    non-members)."""
+    scores, is_member = worst.scores, worst.is_member
+    boot = bootstrap_intervals(scores, is_member, seed=worst.seed)
     tpr = tpr_at_fpr_interval(scores, is_member, fpr=FPR_1PCT)
     return {
-        "worst_mi_ap": metrics.mi_ap,
+        "worst_mi_ap": worst.metrics.mi_ap,
         "worst_mi_ap_low": boot.mi_ap_low,
         "worst_mi_ap_high": boot.mi_ap_high,
-        **chance_columns(metrics.mi_ap, is_member, prefix="worst_"),
+        **chance_columns(worst.metrics.mi_ap, is_member, prefix="worst_"),
         "worst_tpr_at_fpr_1pct": tpr.tpr,
     }

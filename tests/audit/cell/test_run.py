@@ -1,8 +1,7 @@
-"""The cell's reference records and its worst case over attacks (audit.pipeline)."""
+"""The cell's reference records and its worst case over attacks (audit.cell.run)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -11,19 +10,19 @@ import torch
 
 from attacks.attack import AttackResult, Variant
 from attacks.distances import Distance
-from audit.cell_rows import worst_case_columns
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
-from audit.mechanisms import CellData
-from audit.pipeline import (
+from audit.cell.attack_step import reference_note
+from audit.cell.membership import (
     MIN_REFERENCE_RECORDS,
     _attack_positions,
-    attack_set,
-    cell_reference_specs,
-    reference_note,
+    attack_data,
     reference_positions,
     reference_records,
 )
-from audit.reference_models import cell_spec
+from audit.cell.references import cell_reference_specs, cell_spec
+from audit.config import CellConfig
+from audit.mechanisms import CellData
+from audit.profiles import PROFILES, ProfileName
+from audit.rows.filling import worst_case_columns
 
 
 def _data(n_train: int, n_test: int) -> CellData:
@@ -40,7 +39,7 @@ def _data(n_train: int, n_test: int) -> CellData:
 def _cell(seed: int = 0) -> CellConfig:
     return CellConfig(
         dataset="digits",
-        mech=MechanismName.NONE,
+        mech="none",
         param_name="none",
         param_value=None,
         seed=seed,
@@ -53,7 +52,7 @@ def test_reference_records_are_in_neither_d_train_nor_d_atk(seed):
     data, cell = _data(n_train=50, n_test=90), _cell(seed)
     reference = reference_records(data, cell)
     ids = set(reference.x[:, 0, 0, 0].int().tolist())
-    attacked = set(attack_set(data, cell).x[:, 0, 0, 0].int().tolist())
+    attacked = set(attack_data(data, cell).x[:, 0, 0, 0].int().tolist())
     train = set(data.train[0][:, 0, 0, 0].int().tolist())
     assert not ids & attacked and not ids & train
     _, nonmembers = _attack_positions(data, cell)
@@ -87,7 +86,7 @@ def test_reference_models_follow_the_cells_recipe_on_its_reference_records():
     assert spec.key != cell_reference_specs(replace(cell, seed=4), data)[0].key
 
 
-def _private(cell: CellConfig, mech: MechanismName, name: str, value: float) -> CellConfig:
+def _private(cell: CellConfig, mech: str, name: str, value: float) -> CellConfig:
     return replace(cell, mech=mech, param_name=name, param_value=value)
 
 
@@ -95,7 +94,7 @@ def test_a_private_cells_reference_models_copy_its_mechanism_beside_a_nonprivate
     data = _data(n_train=50, n_test=90)
     base = replace(_cell(3), attacks=("latent-search", "likelihood"))
     (plain,) = cell_reference_specs(base, data)
-    cdp = _private(base, MechanismName.CDP, "noise_multiplier", 1.0)
+    cdp = _private(base, "cdp", "noise_multiplier", 1.0)
     copying, nonprivate = cell_reference_specs(cdp, data)
     assert nonprivate.key == plain.key  # every private cell of the seed shares the plain set
     assert copying.recipe.mechanism == "cdp" and copying.copied == cdp
@@ -103,8 +102,8 @@ def test_a_private_cells_reference_models_copy_its_mechanism_beside_a_nonprivate
     assert copying.recipe.batch_size == min(cdp.profile.batch_size, 20)
     # the key holds what the training depends on: the mechanism, its grid value, its options
     others = (
-        _private(base, MechanismName.CDP, "noise_multiplier", 2.0),
-        _private(base, MechanismName.LDP, "eps_i", 1.0),
+        _private(base, "cdp", "noise_multiplier", 2.0),
+        _private(base, "ldp", "eps_i", 1.0),
         replace(cdp, profile=replace(cdp.profile, epochs=3)),
     )
     keys = {copying.key, *(cell_reference_specs(c, data)[0].key for c in others)}
@@ -174,7 +173,7 @@ def test_a_d_atk_too_small_to_halve_has_no_worst_case():
 
 
 def test_training_divergence_is_detected_from_the_epoch_losses():
-    from audit.pipeline import DIVERGENCE_FACTOR, training_diverged
+    from audit.cell.target import DIVERGENCE_FACTOR, training_diverged
 
     healthy = [8430.2, 8337.6, 8213.2, 7571.7]
     assert not training_diverged(healthy)
@@ -184,12 +183,3 @@ def test_training_divergence_is_detected_from_the_epoch_losses():
     assert training_diverged([8432.5, float("nan")])
     assert training_diverged([10.0, 10.0 * DIVERGENCE_FACTOR * 1.01])
     assert not training_diverged([])
-
-
-def test_majority_share_is_the_most_common_labels_share():
-    import torch
-
-    from audit.cell_rows import majority_share
-
-    assert majority_share(torch.tensor([0, 1, 1, 2])) == 0.5
-    assert math.isnan(majority_share(torch.tensor([], dtype=torch.int64)))
