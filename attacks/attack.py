@@ -47,7 +47,8 @@ def _check_membership(is_member: np.ndarray, n_records: int) -> None:
 
 @dataclass(frozen=True)
 class AttackData:
-    """The attack set D_atk: members (from D_train) and non-members (from D_test), unperturbed.
+    """D_atk, the attacked records: members (from D_train) and non-members (from D_test),
+    unperturbed.
 
     Attributes:
         x: (n, *shape) floating records: images (n, C, H, W) in [0, 1] or series (n, T, F).
@@ -75,7 +76,7 @@ class AttackData:
         n_members = int(self.is_member.sum())
         if n_members in (0, n_records):
             raise ValueError(
-                "the attack set needs at least one member and one non-member, got "
+                "D_atk needs at least one member and one non-member, got "
                 f"{n_members} members and {n_records - n_members} non-members"
             )
         if not bool(torch.isfinite(self.x).all()):
@@ -293,6 +294,10 @@ class Attack(ABC):
     """Capabilities the release must provide (see :mod:`attacks.threat`)."""
     uses: ClassVar[frozenset[Capability]] = frozenset()
     """Capabilities read when present, adding variants; never required."""
+    in_sweep: ClassVar[bool] = True
+    """Whether the audit's sweeps run it by default (its plan entry): the sweep's attack list is
+    every registered attack that sets this, in registration order
+    (:func:`attacks.registry.sweep_attacks`)."""
 
     @classmethod
     def from_settings(

@@ -35,7 +35,7 @@ def record_noise_rng(seed: int, record_index: int) -> np.random.Generator:
     """The noise stream of one record: child ``record_index`` of ``SeedSequence(seed)``.
 
     Record i's latent noise is the first N x latent_dim standard normals (float32) of this stream,
-    in sample-major order, so it depends on the seed and the record's position in the attack set
+    in sample-major order, so it depends on the seed and the record's position in D_atk
     only, never on how records and samples are chunked.
     """
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(record_index,)))

@@ -1,4 +1,10 @@
-"""The attack registry: names to :class:`~attacks.attack.Attack` classes (one module per attack)."""
+"""The attack registry: names to :class:`~attacks.attack.Attack` classes (one module per attack).
+
+The registry is where every reader learns the attacks: their names (:func:`available_attacks`),
+the sweep's attack list (:func:`sweep_attacks`, from each attack's ``in_sweep``, in the order
+below), and each attack's threat (its class's ``needs`` and ``uses``). Adding an attack is its
+module and one entry in :data:`_ATTACKS`' list.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +34,12 @@ def available_attacks() -> list[str]:
     return sorted(_ATTACKS)
 
 
+def sweep_attacks() -> tuple[str, ...]:
+    """The sweep's attack list, in the order cells run them: every registered attack whose
+    ``in_sweep`` is set, in registration order (the paper's reconstruction attack first)."""
+    return tuple(name for name, attack in _ATTACKS.items() if attack.in_sweep)
+
+
 def get_attack(name: str) -> type[Attack]:
     """The attack class registered under ``name`` (e.g. ``"reconstruction"``)."""
     try:
@@ -46,6 +58,13 @@ def register_attack(attack: type[Attack], *, overwrite: bool = False) -> None:
             f"({_ATTACKS[attack.name].__name__}); pass overwrite=True to replace it"
         )
     _ATTACKS[attack.name] = attack
+
+
+def unregister_attack(name: str) -> None:
+    """Remove the attack registered under ``name`` (a test's throwaway attack); a ValueError
+    where none is."""
+    get_attack(name)
+    del _ATTACKS[name]
 
 
 def build_attack(

@@ -22,6 +22,8 @@ from scipy import stats
 
 from attacks.metrics import _validated, roc_curve, tpr_at_fpr
 
+#: Confidence of every interval and bound the suite reports (the design's 95 %): MI AP and
+#: accuracy intervals, the chance band, the empirical lower bounds on epsilon.
 CONFIDENCE = 0.95
 NULL_DRAWS = 20_000
 """Simulated blind attackers per count pair: the 95 % quantile's Monte-Carlo standard error is

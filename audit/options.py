@@ -20,7 +20,8 @@ from dpvae_core.validation import check_delta, check_non_negative, check_positiv
 
 E = TypeVar("E", bound=Enum)
 OptionsT = TypeVar("OptionsT", bound="MechanismOptions")
-Parser = Callable[[Any], Any]
+#: Turns one option value as given (a flag's string or a Python value) into its typed value.
+ValueParser = Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class OptionSpec:
     further flag spellings (``aliases``)."""
 
     help: str
-    parse: Parser
+    parse: ValueParser
     metavar: str | None = None
     cli_type: type = str
     aliases: tuple[str, ...] = ()
@@ -39,7 +40,7 @@ class OptionSpec:
 
 def option(
     help: str,
-    parse: Parser,
+    parse: ValueParser,
     metavar: str | None = None,
     *,
     cli_type: type = str,
@@ -57,7 +58,7 @@ def _text_or_number(value: Any) -> float:
         return math.nan
 
 
-def positive_float(what: str) -> Parser:
+def positive_float(what: str) -> ValueParser:
     def parse(value: Any) -> float:
         if isinstance(value, bool):
             raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
@@ -69,7 +70,7 @@ def positive_float(what: str) -> Parser:
     return parse
 
 
-def non_negative_float(what: str) -> Parser:
+def non_negative_float(what: str) -> ValueParser:
     def parse(value: Any) -> float:
         number = _text_or_number(value)
         if isinstance(value, bool) or math.isnan(number):
@@ -79,7 +80,7 @@ def non_negative_float(what: str) -> Parser:
     return parse
 
 
-def positive_int(what: str) -> Parser:
+def positive_int(what: str) -> ValueParser:
     def parse(value: Any) -> int:
         if isinstance(value, (bool, float)):
             raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
@@ -101,7 +102,7 @@ def delta_value(value: Any) -> float:
     return check_delta(number)
 
 
-def choice(enum: type[E], what: str) -> Parser:
+def choice(enum: type[E], what: str) -> ValueParser:
     def parse(value: Any) -> E:
         return parse_enum(enum, value, what)
 

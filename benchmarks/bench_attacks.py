@@ -87,7 +87,7 @@ def records(n: int, size: int, seed: int) -> Records:
     return Records(x, torch.randint(0, NUM_CLASSES, (n,), generator=gen))
 
 
-def attack_set(n: int, size: int, seed: int) -> AttackData:
+def attack_data(n: int, size: int, seed: int) -> AttackData:
     r = records(n, size, seed)
     return AttackData(x=r.x, y=r.y, is_member=np.arange(n) % 2 == 0)
 
@@ -136,7 +136,7 @@ def kde_floor(points: np.ndarray, gen: np.ndarray, ref: np.ndarray) -> None:
 
 def time_size(args: argparse.Namespace, size: int) -> None:
     """Every attack against its floor at one image side."""
-    model, data = vae(size, args.seed), attack_set(args.records, size, args.seed)
+    model, data = vae(size, args.seed), attack_data(args.records, size, args.seed)
     samples = records(args.generated, size, args.seed + 1)
     reference = records(500, size, args.seed + 2)
     release = Release(model=model, samples=samples, reference=reference)
@@ -190,7 +190,7 @@ def time_size(args: argparse.Namespace, size: int) -> None:
 def child_memory(args: argparse.Namespace) -> None:
     """Subprocess body: Monte-Carlo's peak RSS above the post-build baseline, as JSON."""
     size = SIZES[-1]
-    data = attack_set(200, size, args.seed)
+    data = attack_data(200, size, args.seed)
     samples = records(args.child_memory, size, args.seed + 1)
     reference = records(500, size, args.seed + 2)
     release = Release(samples=samples, reference=reference)

@@ -25,28 +25,24 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from audit.config import CellConfig, MechanismName, ProfileName, profile_for_dataset
+from audit.cell.membership import cell_data
+from audit.config import CellConfig
 from audit.datasets import load_dataset, stratified_split
+from audit.empirical.canary_hooks import Switches
 from audit.empirical.guesses import GuessRule
 from audit.empirical.multi_run import multi_run_audit
-from audit.empirical.one_run import (
-    Broken,
-    OneRunSettings,
-    Switches,
-    audit_cell_of,
-    audit_one_run,
-    extra_run,
-)
-from audit.executors import LocalExecutor
+from audit.empirical.one_run import audit_cell_of, audit_one_run, extra_run
+from audit.empirical.one_run_settings import Broken, OneRunSettings
 from audit.mechanisms import Context, build_options, get_mechanism
-from audit.pipeline import cell_data
+from audit.profiles import ProfileName, profile_for_dataset
+from audit.sweep.executors import LocalExecutor
 from dpvae_core.progress import null_progress
 
 CTX = Context(device="cpu", progress=null_progress)
 
 
 def _cell(args, z: float, seed: int) -> CellConfig:
-    mech = MechanismName.CDP
+    mech = "cdp"
     return CellConfig(
         dataset=args.dataset,
         mech=mech,

@@ -6,7 +6,7 @@ without, alternated in one process (so that a busy machine slows both alike).
       [--canaries 1000 10000 50000] [--repeats 2] [--delta 1e-5]
 
 Per m: ``--repeats`` pairs (training without canaries, then with m gradient canaries through
-:class:`audit.empirical.one_run.GradientCanaries`), each timed on the training alone; prints
+:class:`audit.empirical.canary_hooks.GradientCanaries`), each timed on the training alone; prints
 each pair's ratio and their median.
 """
 
@@ -17,11 +17,13 @@ import statistics
 
 import numpy as np
 
-from audit.config import CellConfig, MechanismName, ProfileName, profile_for_dataset
+from audit.cell.membership import cell_data
+from audit.config import CellConfig
 from audit.datasets import load_dataset, stratified_split
-from audit.empirical.one_run import GradientCanaries, Switches, audit_cell_of, extra_run
+from audit.empirical.canary_hooks import GradientCanaries, Switches
+from audit.empirical.one_run import audit_cell_of, extra_run
 from audit.mechanisms import Context, build_options, get_mechanism
-from audit.pipeline import cell_data
+from audit.profiles import ProfileName, profile_for_dataset
 from dpvae_core.progress import null_progress
 
 
@@ -33,7 +35,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--delta", type=float, default=1e-5)
     args = p.parse_args()
-    mech = MechanismName.CDP
+    mech = "cdp"
     cell = CellConfig(
         dataset=args.dataset,
         mech=mech,

@@ -19,10 +19,12 @@ import argparse
 
 import torch
 
-from audit.config import CellConfig, MechanismName, ProfileName, profile_for_dataset
+from audit.cell.gen_accuracy import GEN_HOLDOUT, classifier_accuracy, classifier_settings
+from audit.cell.membership import cell_data
+from audit.config import CellConfig
 from audit.datasets import load_dataset, stratified_split
 from audit.mechanisms import Context, get_mechanism
-from audit.pipeline import GEN_HOLDOUT, cell_data, classifier_accuracy, classifier_settings
+from audit.profiles import ProfileName, profile_for_dataset
 from dpvae_core.progress import null_progress
 from dpvae_core.seeding import Purpose, derive_seed
 from models.classifier_training import holdout_split
@@ -42,13 +44,11 @@ def parse_args() -> argparse.Namespace:
 def measure(dataset_name: str, profile_name: ProfileName, sizes: list[int], seed: int) -> None:
     dataset = load_dataset(dataset_name)
     profile = profile_for_dataset(profile_name, dataset_name)
-    cell = CellConfig(
-        dataset_name, MechanismName.NONE, "none", None, seed, profile, (("profile_name", "x"),)
-    )
+    cell = CellConfig(dataset_name, "none", "none", None, seed, profile, (("profile_name", "x"),))
     split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=seed)
     data = cell_data(dataset, split, cell)
     ctx = Context(device="cpu", progress=null_progress)
-    mech = get_mechanism(MechanismName.NONE)
+    mech = get_mechanism("none")
     prepared = mech.prepare(cell, data, ctx)
     family = model_family(data.shape, data.num_classes)
     torch.manual_seed(derive_seed(seed, Purpose.INIT) % 2**63)

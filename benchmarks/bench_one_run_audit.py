@@ -21,18 +21,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from audit.config import CellConfig, MechanismName, ProfileName, profile_for_dataset
+from audit.cell.membership import cell_data
+from audit.config import CellConfig
 from audit.datasets import load_dataset, stratified_split
-from audit.empirical.one_run import (
-    CanaryKind,
-    OneRunSettings,
-    Switches,
-    audit_cell_of,
-    audit_one_run,
-    extra_run,
-)
+from audit.empirical.canary_hooks import Switches
+from audit.empirical.one_run import audit_cell_of, audit_one_run, extra_run
+from audit.empirical.one_run_settings import CanaryKind, OneRunSettings
 from audit.mechanisms import Context, build_options, get_mechanism
-from audit.pipeline import cell_data
+from audit.profiles import ProfileName, profile_for_dataset
 from dpvae_core.progress import null_progress
 
 
@@ -49,7 +45,7 @@ def main() -> None:
     p.add_argument("--data-home", default=None)
     args = p.parse_args()
 
-    mech = MechanismName(args.mech)
+    mech = args.mech
     dataset = load_dataset(args.dataset, data_home=args.data_home)
     split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=args.seed)
     options = dict(build_options([mech], {"delta": args.delta}))[mech]

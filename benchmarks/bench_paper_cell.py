@@ -17,7 +17,7 @@ process:
 
 - one epoch of non-private training (Adam) and one of DP-Adam (``cdp``, z = 1, book-keeping
   per-example gradients) on all of D_train;
-- every attack of the sweep's list (``audit.attack_plan.SWEEP_ATTACKS``) on
+- every attack of the sweep's list (``attacks.registry.sweep_attacks()``) on
   ``--attack-records`` records, with R stand-in reference models where the cell would train some
   (the attacks' cost does not depend on how the models were trained);
 - generation and the utility classifier on |D_gen| records of the record shape;
@@ -41,18 +41,23 @@ import torch
 from timing import device_seconds
 
 from attacks import AttackData
+from attacks.registry import sweep_attacks
 from attacks.threat import Records, Release, ReleaseKind
-from audit.attack_plan import SWEEP_ATTACKS, attack_settings
-from audit.config import ProfileName, profile_for_dataset
+from audit.cell.attack_plan import attack_settings
+from audit.cell.attack_step import run_release_attacks
+from audit.cell.membership import attack_data, cell_data, reference_positions, reference_records
+from audit.cell.references import cell_spec
+from audit.config import CellConfig
 from audit.datasets import dataset_split, load_dataset
+from audit.mechanisms import BASELINE, get_mechanism
 from audit.mechanisms.mechanism import Context
-from audit.pipeline import MIN_REFERENCE_RECORDS, balanced_subset, run_release_attacks
+from audit.profiles import ProfileName, profile_for_dataset
 from dpvae_core.progress import null_progress
-from dpvae_core.seeding import Purpose, numpy_rng
 from models.classifier_training import ClassifierSettings, train_classifier
 from models.dp import DPSettings, train_dp_vae
 from models.face_embedding import FACE_EMBEDDING, embedding_accuracy
 from models.factory import CLASSIFIER_RECIPES, model_family
+from models.generation import generate
 from models.training import VAETrainSettings, train_vae
 
 
@@ -72,25 +77,25 @@ def main() -> None:
 
     data = load_dataset(args.dataset, data_home=args.data_home)
     prof = profile_for_dataset(ProfileName(args.profile), args.dataset)
-    split = dataset_split(data, 0)
-    train_idx = split.train
-    if prof.max_train is not None and prof.max_train < len(train_idx):
-        rng = numpy_rng(0, Purpose.SPLIT, "cap")
-        train_idx = balanced_subset(train_idx, data.y[train_idx], prof.max_train, rng)
-    x = torch.from_numpy(data.x[train_idx]).to(device)
-    y = torch.from_numpy(data.y[train_idx]).to(device)
+    # the sweep's own records of seed 0's baseline cell: D_train capped, D_atk, reference records
+    base = get_mechanism(BASELINE)
+    cell = CellConfig(
+        args.dataset, BASELINE, base.param_name, None, 0, prof, attacks=sweep_attacks()
+    )
+    tensors = cell_data(data, dataset_split(data, 0), cell)
+    x, y = (t.to(device) for t in tensors.train)
+    test_x, test_y = tensors.test
     val = (x[:1], y[:1])  # validation is left out: one record, scored once per 10 epochs
     family = model_family(tuple(x.shape[1:]), data.num_classes)
-    n_train, n_test = len(x), len(split.test)
-    n_each = min(n_train, n_test)
-    if prof.attack_records is not None:
-        n_each = min(n_each, prof.attack_records // 2)
-    n_reference = n_test - n_each
-    refs = prof.reference_models if n_reference >= MIN_REFERENCE_RECORDS else 0
-    ref_records = min(n_reference // 2, n_train)
+    n_train, n_atk = len(x), len(attack_data(tensors, cell).is_member)
+    n_reference = len(reference_positions(tensors, cell))
+    reference = reference_records(tensors, cell)
+    spec = cell_spec(cell, tensors, reference)
+    refs = 0 if spec is None else spec.n_models
+    ref_records = 0 if spec is None else spec.recipe.records_per_model
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
-        f"{args.dataset}, profile {args.profile}: |D_train| = {n_train}, |D_atk| = 2 x {n_each}, "
+        f"{args.dataset}, profile {args.profile}: |D_train| = {n_train}, |D_atk| = {n_atk}, "
         f"{n_reference} reference records ({refs} reference models of {ref_records} records), "
         f"record {tuple(x.shape[1:])}, {data.num_classes} classes; {where}, "
         f"{args.threads} threads"
@@ -126,26 +131,22 @@ def main() -> None:
     n_gen = prof.gen_records or n_train
     gy = torch.from_numpy(np.arange(n_gen) % data.num_classes)
     out: list[torch.Tensor] = []
-    gen = device_seconds(
-        lambda: out.append(_generate(inference, gy, prof.latent_dim, device)), device
-    )
+    gen = device_seconds(lambda: out.append(generate(inference, gy, seed=0)[0]), device)
     gx = out[0]
     k = min(args.attack_records, n_train)
     records = AttackData(x=x[:k].cpu(), y=y[:k].cpu(), is_member=np.arange(k) % 2 == 0)
-    test_x = torch.from_numpy(data.x[split.test])
-    test_y = torch.from_numpy(data.y[split.test])
     release = Release.of_kind(
         ReleaseKind.WHOLE_VAE,
         model=inference,
         samples=Records(gx, gy),
-        reference=Records(test_x[:n_reference], test_y[:n_reference]) if refs else None,
+        reference=reference,
         reference_models=(inference,) * refs,
     )
     release = replace(release, nonprivate_reference_models=(inference,) * refs)
     att = attack_settings(attack_samples=prof.attack_samples, modality=family.modality)
     ctx = Context(device=str(device), progress=null_progress)
     attack_s = {}
-    for name in SWEEP_ATTACKS:
+    for name in sweep_attacks():
         try:
             seconds = device_seconds(
                 lambda n=name: run_release_attacks(
@@ -155,7 +156,7 @@ def main() -> None:
             )
         except ValueError:  # the release lacks what the attack needs (no reference records)
             continue
-        attack_s[name] = seconds / k * 2 * n_each
+        attack_s[name] = seconds / k * n_atk
 
     # the utility classifier on D_gen (and, once per dataset and seed, on the real D_train)
     kind = prof.classifier
@@ -197,7 +198,7 @@ def main() -> None:
     print(
         f"measured: one epoch none {plain:.3f} s, one epoch DP-Adam {private:.3f} s "
         f"({private / plain:.2f}x), generation of {n_gen} {gen:.2f} s, "
-        + ", ".join(f"{n} {v / (2 * n_each) * 1e3:.1f} ms/record" for n, v in attack_s.items())
+        + ", ".join(f"{n} {v / n_atk * 1e3:.1f} ms/record" for n, v in attack_s.items())
     )
     parts = {
         f"train, none ({epochs} epochs)": train_none,
@@ -205,7 +206,7 @@ def main() -> None:
         f"{refs} reference models copying DP-Adam (per DP cell)": ref_dp,
         f"{refs} non-private reference models (once per seed, charged to none)": ref_plain,
         **{
-            f"attack {n} (N = {prof.attack_samples}, {2 * n_each} records)": v
+            f"attack {n} (N = {prof.attack_samples}, {n_atk} records)": v
             for n, v in attack_s.items()
         },
         f"generation ({n_gen})": gen,
@@ -222,16 +223,6 @@ def main() -> None:
     for workers in (1, 4, 16, 64):
         total = math.ceil(cells / workers) * (train_dp + ref_dp + rest)
         print(f"  {cells} DP cells x 1 seed on {workers} such machine(s): {total / 3600:.1f} h")
-
-
-def _generate(model, labels: torch.Tensor, latent_dim: int, device: torch.device) -> torch.Tensor:
-    out = []
-    with torch.inference_mode():
-        for start in range(0, len(labels), 256):
-            yb = labels[start : start + 256].to(device)
-            z = torch.randn(len(yb), latent_dim, device=device)
-            out.append(model.decode(z, yb).float().cpu())
-    return torch.cat(out)
 
 
 if __name__ == "__main__":

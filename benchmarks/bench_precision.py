@@ -35,19 +35,23 @@ import torch
 from timing import device_seconds
 
 from attacks import AttackData
+from attacks.registry import sweep_attacks
 from attacks.threat import Records, Release, ReleaseKind
-from audit.attack_plan import SWEEP_ATTACKS, attack_settings
-from audit.config import ProfileName, profile_for_dataset
+from audit.cell.attack_plan import attack_settings
+from audit.cell.attack_step import run_release_attacks
+from audit.cell.membership import cell_data, reference_records
+from audit.config import CellConfig
 from audit.datasets import dataset_split, load_dataset
+from audit.mechanisms import BASELINE, get_mechanism
 from audit.mechanisms.mechanism import Context
-from audit.pipeline import balanced_subset, run_release_attacks
+from audit.profiles import ProfileName, profile_for_dataset
 from dpvae_core.precision import check_precision_supported, mixed_precision
 from dpvae_core.progress import null_progress
-from dpvae_core.seeding import Purpose, numpy_rng
 from models.classifier_training import ClassifierSettings, train_classifier
 from models.dp import DPSettings, train_dp_vae
 from models.face_embedding import FACE_EMBEDDING
 from models.factory import CLASSIFIER_RECIPES, model_family
+from models.generation import generate
 from models.training import VAETrainSettings, train_vae
 
 
@@ -71,13 +75,13 @@ def main() -> None:
 
     data = load_dataset(args.dataset, data_home=args.data_home)
     prof = profile_for_dataset(ProfileName(args.profile), args.dataset)
-    split = dataset_split(data, 0)
-    train_idx = split.train
-    if prof.max_train is not None and prof.max_train < len(train_idx):
-        rng = numpy_rng(0, Purpose.SPLIT, "cap")
-        train_idx = balanced_subset(train_idx, data.y[train_idx], prof.max_train, rng)
-    x = torch.from_numpy(data.x[train_idx])
-    y = torch.from_numpy(data.y[train_idx])
+    # the sweep's own records of seed 0's baseline cell: D_train capped, the reference records
+    base = get_mechanism(BASELINE)
+    cell = CellConfig(
+        args.dataset, BASELINE, base.param_name, None, 0, prof, attacks=sweep_attacks()
+    )
+    tensors = cell_data(data, dataset_split(data, 0), cell)
+    x, y = tensors.train
     val = (x[:1], y[:1])
     family = model_family(tuple(x.shape[1:]), data.num_classes)
     n_gen = prof.gen_records or len(x)
@@ -105,28 +109,20 @@ def main() -> None:
     gy = torch.from_numpy(np.arange(n_gen) % data.num_classes)
     k = min(args.attack_records, len(x))
     records = AttackData(x=x[:k], y=y[:k], is_member=np.arange(k) % 2 == 0)
-    test_x = torch.from_numpy(data.x[split.test])
-    test_y = torch.from_numpy(data.y[split.test])
     att = attack_settings(attack_samples=prof.attack_samples, modality=family.modality)
     ctx = Context(device=str(device), progress=null_progress)
     dp = DPSettings(noise_multiplier=1.0, clip_norm=1.0, noise_seed=0)
 
-    def generate(precision: str) -> torch.Tensor:
-        out = []
-        with torch.inference_mode(), mixed_precision(device, precision):
-            gen = torch.Generator(device=device).manual_seed(0)
-            for start in range(0, n_gen, 256):
-                yb = gy[start : start + 256].to(device)
-                z = torch.randn(len(yb), prof.latent_dim, device=device, generator=gen)
-                out.append(inference.decode(z, yb).cpu())
-        return torch.cat(out)
+    def generation(precision: str) -> torch.Tensor:
+        with mixed_precision(device, precision):
+            return generate(inference, gy, seed=0)[0]
 
-    gx = generate("float32")
+    gx = generation("float32")
     release = Release.of_kind(
         ReleaseKind.WHOLE_VAE,
         model=inference,
         samples=Records(gx, gy),
-        reference=Records(test_x, test_y),
+        reference=reference_records(tensors, cell),
         reference_models=(inference,),
     )
     release = replace(release, nonprivate_reference_models=(inference,))
@@ -140,11 +136,11 @@ def main() -> None:
         "train, DP-Adam (1 epoch; float32 always)": lambda pr: train_dp_vae(
             vae(True), (x, y), val, settings(pr), dp
         ),
-        f"generation ({n_gen})": generate,
+        f"generation ({n_gen})": generation,
     }
     if args.no_dp:
         del parts["train, DP-Adam (1 epoch; float32 always)"]
-    for name in SWEEP_ATTACKS:
+    for name in sweep_attacks():
         try:
             attack(name, "float32")  # warm-up; skips what the release does not allow
         except ValueError:

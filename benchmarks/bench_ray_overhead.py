@@ -24,9 +24,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig  # noqa: E402
-from audit.executors import ExecutorName, RaySettings  # noqa: E402
-from audit.sweep import run_sweep  # noqa: E402
+from audit.config import SweepConfig
+from audit.profiles import PROFILES, ProfileName  # noqa: E402
+from audit.sweep.executors import ExecutorName, RaySettings  # noqa: E402
+from audit.sweep.runner import run_sweep  # noqa: E402
 
 TINY = replace(
     PROFILES[ProfileName.QUICK],
@@ -43,7 +44,7 @@ METRICS = ["mi_ap", "mi_auc", "acc", "acc_real", "epsilon"]
 def config(out: Path, grid: tuple[float, ...], **kw: object) -> SweepConfig:
     return SweepConfig(
         dataset="digits",
-        mechs=(MechanismName.NONE, MechanismName.LDP),
+        mechs=("none", "ldp"),
         profile_name=ProfileName.QUICK,
         profile=TINY,
         seeds=(0, 1),

@@ -34,7 +34,7 @@ CALIBRATED = (("likelihood", "iwae-bernoulli"), ("latent-search", "mse"))
 def cell_lines(cell: Path) -> list[str]:
     config = load_cell_config(cell)
     value = config.param_value
-    setting = config.mech.value + ("" if value is None else f" {value:g}")
+    setting = config.mech + ("" if value is None else f" {value:g}")
     scores = np.load(cell / "scores.npz")
     member = scores["is_member"].astype(bool)
     lines = []

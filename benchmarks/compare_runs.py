@@ -8,8 +8,9 @@ columns, else on (mech, param_value, seed, distance) with the new run's reconstr
 (the attack an old run without the column had); rows in one run
 only are counted. ``--metrics-only`` also leaves out the columns
 that name a cell rather than measure it (its hashes: ``config_hash``, ``baseline_hash``,
-``run_hash``, ``setting_hash``), which a new cache schema changes by design. Prints one line per
-differing value and their count.
+``run_hash``, ``setting_hash``), which a new cache schema changes by design, and reads the
+durations ``privacy_notes`` quotes (the reference models' training seconds) as ``<t> s``. Prints
+one line per differing value and their count.
 """
 
 import sys
@@ -21,6 +22,12 @@ IDENTITY = ("config_hash", "baseline_hash", "run_hash", "setting_hash")
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 metrics_only = "--metrics-only" in sys.argv[1:]
 old, new = (pd.read_csv(path, keep_default_na=False, dtype=str) for path in args)
+if metrics_only:
+    for frame in (old, new):
+        if "privacy_notes" in frame.columns:
+            frame["privacy_notes"] = frame["privacy_notes"].str.replace(
+                r"\b\d+(?:\.\d+)? s\b", "<t> s", regex=True
+            )
 key = ["mech", "param_value", "seed", "distance"]
 if "attack" in old.columns and "attack" in new.columns:
     key = ["mech", "param_value", "seed", "attack", "distance", "variant"]

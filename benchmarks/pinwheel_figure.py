@@ -35,7 +35,7 @@ from matplotlib.figure import Figure
 from audit import results
 from audit.cli.main import main as benchmark_main
 from audit.datasets import load_dataset
-from audit.report.grids import load_model
+from audit.report.grids import load_target_vae
 from models.divergences import model_prior
 
 #: Paper 004, Section 5.2.
@@ -120,10 +120,10 @@ def private_codes(run_dir: Path) -> tuple[pd.Series, np.ndarray, np.ndarray, np.
     cell_dir = results.cell_path(run_dir, row["config_hash"])
     cell = results.load_cell_config(cell_dir)
     dataset = load_dataset("pinwheel")
-    model = load_model(cell_dir, cell, dataset)
-    attacked = results.read_attack_set(cell_dir)
+    model = load_target_vae(cell_dir, cell, dataset)
+    attacked = results.read_attack_index(cell_dir)
     if attacked is None:
-        raise SystemExit(f"{cell_dir} has no attack_set.npz (its D_train is unknown)")
+        raise SystemExit(f"{cell_dir} has no attack_index.npz (its D_train is unknown)")
     index = attacked.train_index
     x, y = torch.from_numpy(dataset.x[index]), torch.from_numpy(dataset.y[index])
     with torch.inference_mode():

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from audit.cell.membership import balanced_subset
 from audit.datasets import load_dataset, stratified_split
-from audit.pipeline import balanced_subset
 from models.classifier_training import ClassifierSettings, accuracy, train_classifier
 from models.factory import CLASSIFIER_RECIPES, model_family
 

@@ -32,8 +32,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from audit.cell.membership import balanced_subset  # noqa: E402
 from audit.datasets import dataset_split, load_dataset  # noqa: E402
-from audit.pipeline import balanced_subset  # noqa: E402
 from dpvae_core.seeding import Purpose, numpy_rng  # noqa: E402
 from models.face_embedding import embedding_accuracy  # noqa: E402
 from models.factory import model_family  # noqa: E402

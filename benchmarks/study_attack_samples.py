@@ -3,12 +3,12 @@
 
 The reconstruction attack (paper 003, Eq. 1; :mod:`attacks.reconstruction`) scores a record by
 the mean distance (MSE, SSIM) of N decoded posterior samples to it. This study trains one target
-VAE of a cell (as the sweep does: :func:`audit.pipeline.cell_data`, the balanced D_train of
-LFW20, :func:`audit.target_training.train_target`; the quick profile's architecture with
+VAE of a cell (as the sweep does: :func:`audit.cell.membership.cell_data`, the balanced D_train of
+LFW20, :func:`audit.cell.target.train_target`; the quick profile's architecture with
 ``--epochs``), or loads one (``--model``, e.g. a sweep cell's ``model.pt``), and attacks the
-cell's D_atk (:func:`audit.pipeline.attack_set`, ``--records`` members + as many non-members)
-with the repository's attack (:func:`attacks.registry.build_attack`, the cell's attack seed) at
-each N of ``--samples``. For each N and distance it reports:
+cell's D_atk (:func:`audit.cell.membership.attack_data`, ``--records`` members + as many
+non-members) with the repository's attack (:func:`attacks.registry.build_attack`, the cell's
+attack seed) at each N of ``--samples``. For each N and distance it reports:
 
 - MI AP (:class:`attacks.metrics.AttackMetrics`) and its 95 % stratified bootstrap interval over
   records (:func:`attacks.uncertainty.bootstrap_intervals`);
@@ -65,12 +65,12 @@ from attacks.metrics import AttackMetrics  # noqa: E402
 from attacks.registry import build_attack  # noqa: E402
 from attacks.uncertainty import _weighted_ap_auc, bootstrap_intervals  # noqa: E402
 from audit import io  # noqa: E402
-from audit.attack_plan import attack_settings  # noqa: E402
-from audit.config import MechanismName, ProfileName, profile_for_dataset  # noqa: E402
+from audit.cell.attack_plan import attack_settings  # noqa: E402
+from audit.cell.membership import attack_data, cell_data  # noqa: E402
+from audit.cell.target import train_target  # noqa: E402
 from audit.datasets import dataset_split, load_dataset  # noqa: E402
 from audit.mechanisms import Context, get_mechanism, make_cell  # noqa: E402
-from audit.pipeline import attack_set, cell_data  # noqa: E402
-from audit.target_training import train_target  # noqa: E402
+from audit.profiles import ProfileName, profile_for_dataset
 from dpvae_core.progress import null_progress  # noqa: E402
 from dpvae_core.seeding import Purpose, derive_seed  # noqa: E402
 from models.factory import model_family  # noqa: E402
@@ -175,7 +175,7 @@ def main() -> None:
         epochs=args.epochs,
         attack_records=2 * args.records,
     )
-    mech = get_mechanism(MechanismName(args.mech))
+    mech = get_mechanism(args.mech)
     cell = make_cell(
         args.dataset,
         mech.name,
@@ -198,7 +198,7 @@ def main() -> None:
         train_s = time.perf_counter() - start
         if args.save_model is not None:
             io.save_state(args.save_model, {"model": model.state_dict()})
-    atk: AttackData = attack_set(data, cell)
+    atk: AttackData = attack_data(data, cell)
     is_member = atk.is_member
     print(
         f"{args.dataset} {args.mech} seed {args.seed}: |D_train| = {len(data.train[0])}, "

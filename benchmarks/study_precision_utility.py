@@ -6,7 +6,7 @@ with the draw of D_gen itself? The noise a precision change must stay within.
       [--gen-seeds 101 102 103 104 105] [--threads 2] [--device cuda]
 
 For one finished cell (its ``model.pt``), on ``--device``, this reruns the cell's generation and
-utility classifier (:func:`audit.pipeline.generate_and_classify`, the sweep's code):
+utility classifier (:func:`audit.cell.gen_accuracy.generate_and_classify`, the sweep's code):
 
 - ``float32``: as the sweep ran it (reproduces the row's ``acc``);
 - ``bf16``: the same latents decoded under bf16 autocast (emulated on a CPU without bf16: the
@@ -31,12 +31,13 @@ from types import SimpleNamespace
 import torch
 
 from audit import io
+from audit.cell.gen_accuracy import generate_and_classify
+from audit.cell.membership import cell_data
 from audit.config import CACHE_SCHEMA
 from audit.datasets import dataset_split, load_dataset
 from audit.mechanisms import cell_from_canonical
 from audit.mechanisms.mechanism import Context
-from audit.pipeline import cell_data, generate_and_classify
-from audit.report.grids import load_model
+from audit.report.grids import load_target_vae
 from audit.results.cells import load_cell_config
 from dpvae_core.progress import null_progress
 from models.factory import model_family
@@ -65,11 +66,11 @@ def main() -> None:
     split = dataset_split(dataset, cell.seed)
     data = cell_data(dataset, split, cell)
     family = model_family(dataset.shape, dataset.num_classes)
-    model = family.for_inference(load_model(cell_dir, cell, dataset).to(args.device)).eval()
+    model = family.for_inference(load_target_vae(cell_dir, cell, dataset).to(args.device)).eval()
     target = SimpleNamespace(model=model, family=family, prepared=SimpleNamespace(train=data.train))
     ctx = Context(device=args.device, progress=null_progress)
     bf16 = replace(cell, options=(*cell.draws.options, ("precision", "bf16")))
-    print(f"cell {args.cell}: {cell.mech.value} {cell.param_value} seed {cell.seed}, {args.device}")
+    print(f"cell {args.cell}: {cell.mech} {cell.param_value} seed {cell.seed}, {args.device}")
     runs = {"float32": cell, "bf16": bf16}
     runs.update({f"seed {s}": replace(cell, seed=s) for s in args.gen_seeds})
     acc = {}

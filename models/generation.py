@@ -2,7 +2,8 @@
 so no D_train record is read), then one decoded latent per label, from the prior or from the
 class's training records (paper 003, Section 4).
 
-The sweep draws D_gen here for the utility classifier, and the report its sample grids.
+The sweep draws D_gen here for the utility classifier, the report its sample grids, and the attack
+on a release made outside the suite the samples of a decoder released without any.
 """
 
 from __future__ import annotations
@@ -54,14 +55,18 @@ def generate(
     method: Generation = Generation.PRIOR,
     source: Pair | None = None,
     batch: int = 512,
+    stream: str | None = None,
 ) -> Pair:
     """D_gen: one decoded latent per label (labels follow D_train's distribution).
 
     ``method``: PRIOR draws z ~ N(0, I); CLASS_LATENT draws z ~ q(z | x_j) for a record x_j of
-    ``source`` (the target's training data) of the label's class, chosen uniformly.
+    ``source`` (the target's training data) of the label's class, chosen uniformly. The draws
+    come from ``seed``'s generation stream, or its sub-stream ``stream`` (the report's figures
+    draw apart from D_gen). The one generation loop of the sweep, the report's sample grids and
+    a release's samples drawn from its decoder.
     """
-    device = next(model.parameters()).device
-    gen = torch_generator(seed, Purpose.GENERATE)
+    device = next(iter(model.parameters()), torch.empty(0)).device
+    gen = torch_generator(seed, Purpose.GENERATE, *(() if stream is None else (stream,)))
     if method is Generation.CLASS_LATENT:
         if source is None:
             raise ValueError("class-latent generation needs the target's training records")

@@ -22,7 +22,7 @@ from torch.nn import functional as F
 from dpvae_core.precision import upcast
 
 #: Units of the encoder LSTM and of the decoder's first LSTM (paper 003, Figure 2b).
-PAPER_HIDDEN = 164
+LSTM_HIDDEN = 164
 
 
 def fused_lstm(lstm: DPLSTM) -> nn.LSTM:
@@ -76,11 +76,6 @@ def without_dp_lstm_aliases(state: Mapping[str, torch.Tensor]) -> dict[str, torc
     return {k: v for k, v in state.items() if not _DP_LSTM_ALIAS.search(k)}
 
 
-def has_dp_lstm(module: nn.Module) -> bool:
-    """Whether ``module`` holds an Opacus ``DPLSTM`` (not yet fused)."""
-    return any(isinstance(m, DPLSTM) for m in module.modules())
-
-
 @dataclass(frozen=True)
 class LossWeights:
     """lambda_1 (KL), lambda_2 (reconstruction MSE), lambda_3 (classifier CE); paper 003, Sec. 4."""
@@ -118,7 +113,7 @@ class LstmVAE(nn.Module):
         features: int,
         num_classes: int,
         latent_dim: int = 100,
-        hidden: int = PAPER_HIDDEN,
+        hidden: int = LSTM_HIDDEN,
         weights: LossWeights = LossWeights(),  # noqa: B008 (frozen, hence immutable)
         per_example_gradients: bool = True,
     ) -> None:

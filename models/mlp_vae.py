@@ -25,7 +25,7 @@ from dpvae_core.validation import check_positive_int
 from models.priors import GaussianMixturePrior, diagonal_gaussian_log_prob, monte_carlo_kl
 
 #: Mathieu et al.'s pinwheel model: one hidden layer of 100 units in encoder and decoder.
-PAPER_HIDDEN = 100
+MLP_HIDDEN = 100
 #: Floor of the decoder's standard deviation (in data units).
 MIN_DECODER_STD = 1e-3
 
@@ -59,7 +59,7 @@ class MlpVAE(nn.Module):
         data_dim: int = 2,
         latent_dim: int = 2,
         num_classes: int = 4,
-        hidden: int = PAPER_HIDDEN,
+        hidden: int = MLP_HIDDEN,
         hidden_layers: int = 1,
         conditional: bool = False,
         prior: GaussianMixturePrior | None = None,

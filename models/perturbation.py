@@ -16,7 +16,7 @@ import math
 import torch
 
 from dpvae_core.precision import ieee_float32
-from models.lstm_vae import PAPER_HIDDEN, LstmVAE
+from models.lstm_vae import LSTM_HIDDEN, LstmVAE
 from models.vae import ConditionalConvVAE
 
 #: Raw log-variances are clipped to this range before the floor, so that v stays finite
@@ -204,7 +204,7 @@ class PerturbationLstmVAE(NoiseBound, LstmVAE):
         num_classes: int,
         sigma: float,
         latent_dim: int = 100,
-        hidden: int = PAPER_HIDDEN,
+        hidden: int = LSTM_HIDDEN,
         mean_bound: float,
         per_example_gradients: bool = True,
     ) -> None:

@@ -59,7 +59,7 @@ from audit.check.checking import (
 )
 from audit.check.threshold_calibration import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR, calibrate
 from audit.check.thresholds import (
-    SCHEMA_VERSION,
+    THRESHOLDS_SCHEMA_VERSION,
     Threshold,
     load_thresholds,
     parse_thresholds,
@@ -70,7 +70,7 @@ __all__ = [
     "CHECK_COLUMNS",
     "DEFAULT_SIGMAS",
     "DEFAULT_TOLERANCE_FLOOR",
-    "SCHEMA_VERSION",
+    "THRESHOLDS_SCHEMA_VERSION",
     "CheckResult",
     "Threshold",
     "Violation",

@@ -15,12 +15,13 @@ from attacks.attack import Measure
 from attacks.distances import Distance
 from attacks.registry import available_attacks
 from audit import io
-from audit.config import MechanismName, ProfileName
 from audit.datasets import check_dataset_name
-from audit.derived import WORST_CASE_ATTACK, WORST_CASE_DISTANCE
-from audit.rows import PAPER_ATTACK
+from audit.mechanisms import BASELINE, available_mechanisms
+from audit.profiles import ProfileName
+from audit.rows.derived import WORST_CASE_ATTACK, WORST_CASE_DISTANCE
+from audit.rows.row import PAPER_ATTACK
 
-SCHEMA_VERSION = 1
+THRESHOLDS_SCHEMA_VERSION = 1
 ANY = "any"
 #: What a row's ``distance`` can be: the reconstruction distances, then the other attacks'
 #: measures.
@@ -56,7 +57,7 @@ class Threshold:
 
     ``attack``: the attack whose rows the entry limits; absent in a file means
     ``reconstruction`` (the trade-off paper's attack); ``worst-case`` limits
-    each cell's held-out worst case over its attacks (``audit.derived.worst_case_rows``).
+    each cell's held-out worst case over its attacks (``audit.rows.derived.worst_case_rows``).
     """
 
     dataset: str
@@ -77,7 +78,7 @@ class Threshold:
         if not isinstance(self.dataset, str):
             raise ValueError(f"dataset must be a string, got {self.dataset!r}")
         check_dataset_name(self.dataset)
-        names = [m.value for m in MechanismName]
+        names = available_mechanisms()
         if self.mech not in names:
             raise ValueError(f"mech {self.mech!r} is unknown; choose one of: {', '.join(names)}")
         profiles = [p.value for p in ProfileName]
@@ -103,9 +104,9 @@ class Threshold:
             )
 
     def _check_param_and_limits(self) -> None:
-        if self.mech == MechanismName.NONE.value and self.param_value is not None:
+        if self.mech == BASELINE and self.param_value is not None:
             raise ValueError(
-                f"param_value must be null for mech 'none' (the baseline has no "
+                f"param_value must be null for mech {BASELINE!r} (the baseline has no "
                 f"parameter), got {self.param_value!r}"
             )
         if self.param_value is not None:
@@ -115,9 +116,9 @@ class Threshold:
             number(name, getattr(self, name), low=0, high=1, optional=True)
         if all(getattr(self, name) is None for name in LIMIT_FIELDS):
             raise ValueError(f"sets no limit; give at least one of {', '.join(LIMIT_FIELDS)}")
-        if self.mech == MechanismName.NONE.value and self.max_mi_ap is not None:
+        if self.mech == BASELINE and self.max_mi_ap is not None:
             raise ValueError(
-                "max_mi_ap applies to private mechanisms; for mech 'none' (the "
+                f"max_mi_ap applies to private mechanisms; for mech {BASELINE!r} (the "
                 "baseline) use min_mi_ap, the floor that catches a broken attack"
             )
         number("chance_acc", self.chance_acc, low=0, high=1, optional=True)
@@ -125,9 +126,9 @@ class Threshold:
             check_acc_floor(self.min_acc, self.tolerance, self.chance_acc)
         if self.min_acc_dropped is not None and self.min_acc is not None:
             raise ValueError("min_acc_dropped says the floor was dropped, so min_acc must be null")
-        if self.mech != MechanismName.NONE.value and self.min_mi_ap is not None:
+        if self.mech != BASELINE and self.min_mi_ap is not None:
             raise ValueError(
-                f"min_mi_ap is the baseline's floor (mech 'none'); for mech "
+                f"min_mi_ap is the baseline's floor (mech {BASELINE!r}); for mech "
                 f"{self.mech!r} use max_mi_ap"
             )
 
@@ -185,10 +186,10 @@ def parse_thresholds(data: Any, *, source: str = "thresholds") -> tuple[Threshol
     """Validate a decoded thresholds document; the ValueError names the entry and the field."""
     if not isinstance(data, dict):
         raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
-    if data.get("schema_version") != SCHEMA_VERSION:
+    if data.get("schema_version") != THRESHOLDS_SCHEMA_VERSION:
         raise ValueError(
             f"{source}: schema_version {data.get('schema_version')!r}, this code "
-            f"reads {SCHEMA_VERSION}"
+            f"reads {THRESHOLDS_SCHEMA_VERSION}"
         )
     unknown = sorted(set(data) - TOP_FIELDS)
     if unknown:

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit import io
 from attacks.registry import sweep_attacks
+from audit import io
 from audit.cli.logs import configure_logging
 from audit.cli.parsing import Parser, add_verbosity
 from audit.release.record_sets import ReleaseRecords, Role, read_records

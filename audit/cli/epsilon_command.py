@@ -9,23 +9,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from audit.cli.parsing import Parser, add_verbosity
-from audit.config import MechanismName
-from audit.mechanisms import available_mechanisms, get_mechanism
+from audit.mechanisms import available_mechanisms, get_mechanism, parse_mechanism
 from audit.options import AccountingParams, flag, option_flags
-from dpvae_core.validation import parse_enum
 
 
-def accounted_mechanisms() -> list[MechanismName]:
+def accounted_mechanisms() -> list[str]:
     """Registered mechanisms with accounting on demand."""
     return [m for m in available_mechanisms() if get_mechanism(m).accounting_type is not None]
 
 
 def _declared() -> dict[str, type[AccountingParams]]:
-    return {m.value: get_mechanism(m).accounting_type for m in accounted_mechanisms()}
+    return {m: get_mechanism(m).accounting_type for m in accounted_mechanisms()}
 
 
 def build_epsilon_parser() -> Parser:
-    names = [m.value for m in accounted_mechanisms()]
+    names = accounted_mechanisms()
     p = Parser(
         prog="benchmark.py epsilon",
         description="Privacy accounting on demand. Prints how the number was computed; the last "
@@ -33,11 +31,10 @@ def build_epsilon_parser() -> Parser:
     )
     p.add_argument(
         "--mech",
-        default=MechanismName.CDP.value,
+        default=names[0],
         choices=names,
-        help="cdp: DP-Adam (Poisson-sampled Gaussian, Opacus RDP); cdp-termwise: term-wise "
-        "DP-Adam of paper 004; vae-ldp: VAE-LDP Gaussian mechanism; ldp: Fan's image "
-        "pixelization (any two records: eps = channels * eps_i * H * W / m). Default: cdp",
+        help="; ".join(f"{m}: {get_mechanism(m).accounting_help}" for m in names)
+        + f". Default: {names[0]}",
     )
     group = p.add_argument_group("accounting parameters (each mechanism declares its own)")
     for option in option_flags(_declared()):
@@ -50,17 +47,17 @@ def build_epsilon_parser() -> Parser:
 class EpsilonRequest:
     """A validated ``epsilon`` request: the mechanism and its accounting parameters."""
 
-    mech: MechanismName
+    mech: str
     params: AccountingParams
 
 
 def epsilon_request(args: argparse.Namespace) -> EpsilonRequest:
     """The request of parsed arguments; a parameter the mechanism does not read is refused."""
-    mech = parse_enum(MechanismName, args.mech, "mechanism")
+    mech = parse_mechanism(args.mech)
     declared = _declared()
-    if mech.value not in declared:
-        raise ValueError(f"--mech {mech.value} has no accounting; choose one of {list(declared)}")
-    mine = declared[mech.value].names()
+    if mech not in declared:
+        raise ValueError(f"--mech {mech} has no accounting; choose one of {list(declared)}")
+    mine = declared[mech].names()
     given = {}
     for option in option_flags(declared):
         value = getattr(args, option.name, None)
@@ -68,11 +65,9 @@ def epsilon_request(args: argparse.Namespace) -> EpsilonRequest:
             continue
         if option.name not in mine:
             only = ", ".join(sorted(option.readers))
-            raise ValueError(
-                f"{flag(option.name)} does not apply to --mech {mech.value} (only {only})"
-            )
+            raise ValueError(f"{flag(option.name)} does not apply to --mech {mech} (only {only})")
         given[option.name] = value
-    return EpsilonRequest(mech, declared[mech.value].from_mapping(given))
+    return EpsilonRequest(mech, declared[mech].from_mapping(given))
 
 
 def run_epsilon(request: EpsilonRequest) -> str:

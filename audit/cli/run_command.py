@@ -19,11 +19,19 @@ SUBCOMMANDS = ("epsilon", "audit", "report", "check")
 
 
 def build_run_parser() -> argparse.ArgumentParser:
-    from audit.attack_plan import SWEEP_ATTACKS
-    from audit.config import PROFILES, SERIES_EPOCHS, MechanismName, ProfileName
+    from attacks.registry import sweep_attacks
     from audit.datasets import dataset_names
+    from audit.empirical.cell_audit import audited_mechanisms, local_mechanisms
+    from audit.mechanisms import (
+        BASELINE,
+        available_mechanisms,
+        by_param_label,
+        private_mechanisms,
+    )
+    from audit.profiles import PROFILES, SERIES_EPOCHS, ProfileName
     from dpvae_core.precision import Precision
 
+    params = by_param_label(private_mechanisms())
     p = Parser(
         prog="benchmark.py",
         description="Train VAEs under a privacy mechanism, attack them with the reconstruction "
@@ -39,11 +47,11 @@ def build_run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--mech",
         nargs="+",
-        default=[MechanismName.NONE.value],
+        default=[BASELINE],
         metavar="MECH",
         help="mechanism(s): "
-        + ", ".join(m.value for m in MechanismName)
-        + ", or 'all'; the non-private baseline (none) always runs too, for phi",
+        + ", ".join(available_mechanisms())
+        + f", or 'all'; the non-private baseline ({BASELINE}) always runs too, for phi",
     )
     p.add_argument(
         "--profile",
@@ -87,7 +95,7 @@ def build_run_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="NAME",
         help="attack(s) every cell runs, from the sweep's attack list ("
-        + ", ".join(SWEEP_ATTACKS)
+        + ", ".join(sweep_attacks())
         + "); each must apply to what every selected mechanism releases "
         "(default: every attack of the list the release allows, the cell's held-out worst case "
         "over them; name some to restrict)",
@@ -97,8 +105,9 @@ def build_run_parser() -> argparse.ArgumentParser:
         nargs="+",
         type=float,
         default=None,
-        help="parameter values replacing the mechanism's default grid "
-        "(noise multipliers z for cdp, eps_i for ldp, sigma for vae-ldp)",
+        help="parameter values replacing the mechanism's default grid ("
+        + "; ".join(f"{label} for {', '.join(mechs)}" for label, mechs in params.items())
+        + ")",
     )
     g = p.add_mutually_exclusive_group()
     g.add_argument(
@@ -127,9 +136,11 @@ def build_run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--canary-audit",
         action="store_true",
-        help="run each private cell's empirical audit (epsilon_lower columns): ldp and vae-ldp "
-        "threshold tests on worst-case inputs (M draws by profile, seconds); cdp, cdp-termwise "
-        "and dp2vae the one-run audit, twice (gradient canaries: white box; input canaries "
+        help="run each private cell's empirical audit (epsilon_lower columns): "
+        f"{', '.join(local_mechanisms())} threshold tests on worst-case inputs (M draws by "
+        "profile, seconds); "
+        f"{', '.join(m for m in audited_mechanisms() if m not in local_mechanisms())} the "
+        "one-run audit, twice (gradient canaries: white box; input canaries "
         "scored by the release's strongest attack), m canaries by profile, one extra training "
         "run each. Audited cells get their own hashes. ('benchmark.py audit' audits one "
         "setting on its own.)",
@@ -256,15 +267,14 @@ PROFILE_FIELDS = (
 
 
 def config_from_args(args: argparse.Namespace):  # -> SweepConfig
-    from audit.config import (
-        MechanismName,
-        ProfileName,
-        SweepConfig,
-        override_profile,
-        parse_enum,
-        profile_for_dataset,
+    from audit.config import SweepConfig
+    from audit.mechanisms import (
+        available_mechanisms,
+        build_options,
+        declared_options,
+        parse_mechanism,
     )
-    from audit.mechanisms import available_mechanisms, build_options, declared_options
+    from audit.profiles import ProfileName, override_profile, profile_for_dataset
 
     profile_name = ProfileName(args.profile)
     overrides = {f: getattr(args, f) for f in PROFILE_FIELDS if hasattr(args, f)}
@@ -278,7 +288,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
     if "all" in args.mech:
         mechs = tuple(available_mechanisms())
     else:
-        mechs = tuple(parse_enum(MechanismName, m, "mechanism") for m in args.mech)
+        mechs = tuple(parse_mechanism(m) for m in args.mech)
     # every option some registered mechanism reads, typed once here per selected mechanism
     names = {n for options_type in declared_options().values() for n in options_type.names()}
     options = build_options(mechs, {k: getattr(args, k, None) for k in sorted(names)})
@@ -322,7 +332,7 @@ def _ray_settings(args: argparse.Namespace):  # -> RaySettings | None
             flags = flags.replace("--address", "--ray-address")
             raise ValueError(f"{flags} apply to --executor ray only; add --executor ray")
         return None
-    from audit.executors import RaySettings
+    from audit.sweep.executors import RaySettings
 
     return RaySettings(**given)
 
@@ -337,7 +347,7 @@ def run_main(argv: Sequence[str]) -> int:
     args = build_run_parser().parse_args(argv)
     configure_logging(args.verbose)
     config = config_from_args(args)
-    from audit.sweep import report_command, run_sweep
+    from audit.sweep.runner import report_command, run_sweep
     from dpvae_core.progress import null_progress
 
     _check_device_available(config.device)

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 #: Every registered dataset by name, in the order the CLI lists them.
 SPECS: dict[str, DatasetSpec] = {
     spec.name: spec
-    for spec in (digits.SPEC, *lfw.SPECS, motionsense.SPEC, basicmotions.SPEC, pinwheel.SPEC)
+    for spec in (digits.SPEC, *lfw.LFW_SPECS, motionsense.SPEC, basicmotions.SPEC, pinwheel.SPEC)
 }
 #: Datasets cut into windows from longer recordings, and their default window stride (samples).
 WINDOWED_DATASETS: dict[str, int] = {

@@ -162,7 +162,7 @@ class DatasetSpec:
     whose records are not windows. ``split_fractions`` and ``channel_ranges`` are those the
     loaded :class:`Dataset` carries. ``train_per_class`` and ``classes``: where set, the quick
     and standard profiles cap D_train at ``train_per_class * classes`` records (records per
-    class, not the profiles' fixed 50; :func:`audit.config.profile_for_dataset`).
+    class, not the profiles' fixed 50; :func:`audit.profiles.profile_for_dataset`).
     ``profile_overrides``: per profile name, (setting, value) pairs that replace the profile's
     for this dataset (measured where they are declared); a user's flag still overrides them.
     """

@@ -100,7 +100,7 @@ def _lfw_top_identities(name: str, k: int, data_home: Path | None, side: int = 6
 #: (0.28 is the majority-class rate of LFW20's D_test, George W Bush's share: a constant
 #: classifier scores it.) 10 per person keeps the non-private VAE leaking clearly (worst case
 #: >= 0.8); only the standard profile's classifiers beat the majority rate, and the quick
-#: profile's learning rate 2e-3 diverged on seed 1 (see README, "LFW20 for real").
+#: profile's learning rate 2e-3 diverged on seed 1 (docs/lfw20-studies.md).
 LFW_TRAIN_PER_CLASS = 10
 
 #: The quick profile's settings LFW20 and LFW50 replace. Learning rate: measured on LFW20 (mech
@@ -132,12 +132,12 @@ LFW_PROFILE_OVERRIDES = (
 #: lfw-subset's quick |D_gen| (the profile's is 1000). The utility classifier on D_gen was 70 %
 #: of a quick lfw-subset cell (a cProfile of the none cell: 37.6 of 60.3 s in ``run_cell``, one
 #: thread), and the embedded dataset's two classes are learnt as well from 200 generated records
-#: as from 1000 (``benchmarks/bench_gen_records.py``, table in ``audit/config.py``: 0.867 at 200,
+#: as from 1000 (``benchmarks/bench_gen_records.py``, table in ``docs/profiles.md``: 0.867 at 200,
 #: 0.800 at 1000, n_test = 60, sd about 0.05), so CI's quick sweep draws 200. The samples-only
 #: attacks (Monte-Carlo) see those 200.
 LFW_SUBSET_OVERRIDES = (("quick", (("gen_records", 200),)),)
 
-SPECS = (
+LFW_SPECS = (
     DatasetSpec(
         name="lfw-subset",
         modality=Modality.IMAGE,

@@ -2,7 +2,7 @@
 subjects in six activities, read in the dataset's own layout.
 
 Layout: ``A_DeviceMotion_data/<activity>_<trial>/sub_<n>.csv`` with an unnamed index column and
-the 12 columns of :data:`COLUMNS`, sampled at 50 Hz. Each recording is cut into 10 s windows
+the 12 columns of :data:`SENSOR_COLUMNS`, sampled at 50 Hz. Each recording is cut into 10 s windows
 (500 samples; non-overlapping unless a stride is given), each labelled by its activity.
 
 Where the data comes from: ``--data-home DIR`` (``DIR/A_DeviceMotion_data`` or DIR itself), else
@@ -10,15 +10,15 @@ scikit-learn's data home (``~/scikit_learn_data/motionsense``, ``$SCIKIT_LEARN_D
 the CSVs are not there, the archive :data:`URL` is downloaded once and verified before anything
 is extracted; without a network that fails with one line naming ``--data-home`` and the URL.
 
-Verification: no checksum of the archive is published (the MotionSense repository gives none,
-and no public code we could find pins one), so none can be pinned here. What can be verified is:
-every member's CRC-32 (``ZipFile.testzip``: the archive is intact as its author zipped it), the
-layout (every CSV member is ``A_DeviceMotion_data/<activity>_<trial>/sub_<n>.csv``; macOS
-metadata and other non-CSV members are skipped) and every CSV's header (the 12 device-motion
-columns). The archive's SHA-256 and each extracted file's CRC-32 and size then go into
-:data:`MANIFEST` beside the data: later runs check the files against it (a changed or missing
-file is refused), and a later download must hash to the recorded SHA-256, so a changed archive
-upstream is detected rather than silently mixed into results (trust on first use).
+Verification: no checksum of the archive is published (the MotionSense repository gives none, and no
+public code we could find pins one), so none can be pinned here. What can be verified is: every
+member's CRC-32 (``ZipFile.testzip``: the archive is intact as its author zipped it), the layout
+(every CSV member is ``A_DeviceMotion_data/<activity>_<trial>/sub_<n>.csv``; macOS metadata and
+other non-CSV members are skipped) and every CSV's header (the 12 device-motion columns). The
+archive's SHA-256 and each extracted file's CRC-32 and size then go into :data:`DOWNLOAD_MANIFEST`
+beside the data: later runs check the files against it (a changed or missing file is refused), and a
+later download must hash to the recorded SHA-256, so a changed archive upstream is detected rather
+than silently mixed into results (trust on first use).
 """
 
 from __future__ import annotations
@@ -53,12 +53,12 @@ FOLDER = "A_DeviceMotion_data"
 #: The device-motion archive in the MotionSense repository (github.com/mmalekzadeh/motion-sense).
 URL = f"https://github.com/mmalekzadeh/motion-sense/raw/master/data/{FOLDER}.zip"
 #: Written beside ``FOLDER`` after a verified download: the archive's SHA-256, the files' CRC-32.
-MANIFEST = f"{FOLDER}.manifest.json"
+DOWNLOAD_MANIFEST = f"{FOLDER}.manifest.json"
 DOWNLOAD_TIMEOUT_S = 60
 #: Activity codes in the MotionSense repository's label order (paper 003, Figure 7: classes 0-3
 #: are movements, 4 and 5 standing and sitting).
 ACTIVITIES = ("dws", "ups", "wlk", "jog", "std", "sit")
-COLUMNS = (
+SENSOR_COLUMNS = (
     "attitude.roll", "attitude.pitch", "attitude.yaw",
     "gravity.x", "gravity.y", "gravity.z",
     "rotationRate.x", "rotationRate.y", "rotationRate.z",
@@ -68,8 +68,8 @@ SAMPLE_RATE_HZ = 50
 WINDOW = 10 * SAMPLE_RATE_HZ
 #: Paper 003: 10 % D_train, 10 % D_val, 80 % D_test.
 SPLIT_FRACTIONS = (0.1, 0.1, 0.8)
-#: Fixed ranges of :data:`COLUMNS` in their own units (Core Motion device motion of the iPhone
-#: 6s MotionSense used), not taken from the records: attitude angles in radians [-pi, pi];
+#: Fixed ranges of :data:`SENSOR_COLUMNS` in their own units (Core Motion device motion of the
+#: iPhone 6s MotionSense used), not taken from the records: attitude angles in radians [-pi, pi];
 #: gravity, a unit vector in g, [-1, 1]; rotationRate in rad/s within the gyroscope's
 #: +-2000 deg/s full scale; userAcceleration in g within the accelerometer's +-8 g full scale.
 RANGES = ChannelScaler(
@@ -163,7 +163,7 @@ def verify_archive(path: Path, *, source: str = URL) -> list[zipfile.ZipInfo]:
                 with archive.open(member) as fh:
                     header = fh.readline().decode("utf-8", "replace")
                 fields = {f.strip().strip('"') for f in header.split(",")}
-                missing = [c for c in COLUMNS if c not in fields]
+                missing = [c for c in SENSOR_COLUMNS if c not in fields]
                 if missing:
                     raise _refuse(source, f"{member.filename!r} lacks column(s) {missing}")
             return csvs
@@ -190,8 +190,9 @@ def _recorded(manifest: Path) -> dict[str, Any] | None:
 
 def download(home: Path, *, data_home_given: bool = True) -> Path:
     """Download :data:`URL`, verify it (:func:`verify_archive`; against the SHA-256 of an earlier
-    download where :data:`MANIFEST` records one), extract its CSVs into ``home/FOLDER`` and write
-    the manifest; returns ``home/FOLDER``. Nothing is written to ``home`` unless all checks pass.
+    download where :data:`DOWNLOAD_MANIFEST` records one), extract its CSVs into ``home/FOLDER`` and
+    write the manifest; returns ``home/FOLDER``. Nothing is written to ``home`` unless all checks
+    pass.
     """
     home = Path(home)
     named = home if data_home_given else None
@@ -209,12 +210,12 @@ def download(home: Path, *, data_home_given: bool = True) -> Path:
                 named, f"they are not in {home} and downloading failed ({reason})"
             ) from None
         digest = sha256_of(archive)
-        previous = _recorded(home / MANIFEST)
+        previous = _recorded(home / DOWNLOAD_MANIFEST)
         if previous is not None and previous["archive_sha256"] != digest:
             raise _refuse(
                 URL,
                 f"its SHA-256 {digest} differs from the {previous['archive_sha256']} recorded in "
-                f"{home / MANIFEST} at the first download (the file changed upstream)",
+                f"{home / DOWNLOAD_MANIFEST} at the first download (the file changed upstream)",
             )
         csvs = verify_archive(archive)
         staging = Path(tempfile.mkdtemp(prefix=f".{FOLDER}.", dir=_made(home)))
@@ -227,7 +228,7 @@ def download(home: Path, *, data_home_given: bool = True) -> Path:
             shutil.rmtree(staging, ignore_errors=True)
         files = {m.filename.removeprefix(f"{FOLDER}/"): _entry(m) for m in csvs}
         io.write_json(
-            home / MANIFEST,
+            home / DOWNLOAD_MANIFEST,
             {
                 "url": URL,
                 "archive_sha256": digest,
@@ -260,7 +261,7 @@ def crc32_of(path: Path) -> str:
 def check_against_manifest(root: Path) -> None:
     """Where ``root`` came from a verified download (a manifest beside it), every file it lists
     must be there with its recorded size and CRC-32; raises DatasetUnavailable otherwise."""
-    recorded = _recorded(root.parent / MANIFEST) if root.name == FOLDER else None
+    recorded = _recorded(root.parent / DOWNLOAD_MANIFEST) if root.name == FOLDER else None
     if recorded is None:
         return
     for name, entry in recorded["files"].items():
@@ -272,7 +273,8 @@ def check_against_manifest(root: Path) -> None:
         else:
             continue
         raise DatasetUnavailable(
-            f"dataset {NAME!r}: {str(path)!r} {problem} recorded in {root.parent / MANIFEST}; "
+            f"dataset {NAME!r}: {str(path)!r} {problem} recorded in "
+            f"{root.parent / DOWNLOAD_MANIFEST}; "
             f"delete {root} and the manifest to download the archive again"
         )
 
@@ -312,14 +314,14 @@ def recordings(root: Path) -> list[tuple[str, int, int, Path]]:
 def read_recording(path: Path) -> np.ndarray:
     """The 12 device-motion columns of one CSV as float32 (n, 12); the index column is ignored."""
     header = pd.read_csv(path, nrows=0).columns
-    missing = [c for c in COLUMNS if c not in header]
+    missing = [c for c in SENSOR_COLUMNS if c not in header]
     if missing:
         raise DatasetUnavailable(f"MotionSense file {str(path)!r} lacks column(s) {missing}")
     try:
-        frame = pd.read_csv(path, usecols=list(COLUMNS), dtype=np.float64)
+        frame = pd.read_csv(path, usecols=list(SENSOR_COLUMNS), dtype=np.float64)
     except ValueError as exc:
         raise DatasetUnavailable(f"MotionSense file {str(path)!r} is malformed: {exc}") from None
-    return frame[list(COLUMNS)].to_numpy(dtype=np.float32)
+    return frame[list(SENSOR_COLUMNS)].to_numpy(dtype=np.float32)
 
 
 def load_motionsense(

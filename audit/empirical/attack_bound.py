@@ -7,8 +7,8 @@ ones, abstain otherwise; v right of r guesses gives a bound at 95 % confidence
 (:func:`audit.empirical.bounds.one_run_epsilon_bound`).
 
 Here the m records are D_atk, whose membership the sweep draws that way
-(:func:`audit.pipeline.cell_data`: each D_atk candidate goes to D_train on its own fair coin).
-D_atk is halved (seeded): on the selection half the guess thresholds are chosen (the counts
+(:func:`audit.cell.membership.cell_data`: each D_atk candidate goes to D_train on its own fair
+coin). D_atk is halved (seeded): on the selection half the guess thresholds are chosen (the counts
 k+ and k- of the grid :data:`GUESS_SHARES` that give the largest bound there), and on the
 other half those score thresholds make the guesses that are counted, with m = that half's
 size. Conditional on the selection half's coins the other half's are still independent fair

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-#: Confidence of every bound (the design's 95 %).
-CONFIDENCE = 0.95
+from attacks.uncertainty import CONFIDENCE
 
 
 def _check_confidence(confidence: float) -> float:

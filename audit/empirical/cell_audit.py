@@ -1,18 +1,19 @@
 """A sweep cell's empirical audit (``--canary-audit``): the matching audit of its mechanism, as the
-``epsilon_lower*`` columns of its rows.
+``epsilon_lower*`` columns of its rows. Which audit applies is the mechanism's to say
+(:class:`~audit.mechanisms.mechanism.Mechanism`):
 
-- ldp: the worst-case-input audit of the cell's own randomizer (images: pixelization with the
-  cell's b and m, black against white, the any-two-records claim of the ``epsilon`` column;
-  series: the Laplace mechanism on one value at -1 and +1, a neighbour of the record-level claim);
-- vae-ldp: the corner-means audit of the Gaussian release at the cell's sigma, d and delta;
-- cdp, cdp-termwise, dp2vae (DP-SGD training): the one-run audit
+- a local randomizer (ldp, vae-ldp): the mechanism's own worst-case-input audit of it
+  (:meth:`~audit.mechanisms.mechanism.Mechanism.local_audits`, against the claim of the
+  ``epsilon`` column at the cell's delta);
+- DP-SGD training (cdp, cdp-termwise, dp2vae:
+  :attr:`~audit.mechanisms.mechanism.Mechanism.one_run_audit`): the one-run audit
   (:func:`audit.empirical.one_run.audit_one_run`) twice, each ONE extra training run of the
   cell's mechanism and settings (about the cost of the cell's own training): gradient canaries
   (the white-box bound on the implementation: ``epsilon_lower``) and input canaries scored by
   the strongest attack of the release (the bound a user's adversary gets:
   ``epsilon_lower_input``). Where 2 m delta >= 0.05 no m-canary audit can prove anything at the
   cell's delta, so the run is skipped and the row says so;
-- none: nothing to audit.
+- the baseline: nothing to audit.
 
 M (local audits) and m (canaries) come from the profile (:data:`DRAWS`, :data:`CANARIES`,
 :data:`INPUT_CANARIES`).
@@ -24,19 +25,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from audit.config import CellConfig, MechanismName
+from audit.config import CellConfig
 from audit.empirical.bounds import CONFIDENCE
-from audit.empirical.local import (
-    DRAWS,
-    LocalAudit,
-    Pattern,
-    audit_laplace_series,
-    audit_pixelization,
-    audit_vae_ldp,
-)
-from audit.mechanisms import CellData, Context
+from audit.empirical.local import DRAWS, LocalAudit
+from audit.mechanisms import CellData, Context, available_mechanisms, get_mechanism
 from audit.privacy.claim import PrivacyClaim
-from dpvae_core.records import Modality, record_modality
 from dpvae_core.seeding import derive_seed
 
 #: Gradient canaries m of the one-run audit, by profile (quick: small, one extra short run).
@@ -46,7 +39,7 @@ CANARIES = {"quick": 100, "standard": 1000, "paper": 1000}
 INPUT_CANARIES = {"quick": 100, "standard": 200, "paper": 1000}
 #: Steinke et al.'s bound is 0 for every outcome once 2 m delta reaches 1 - confidence.
 ONE_RUN_LIMIT = 1 - CONFIDENCE
-TAG = "cell-audit"
+CELL_AUDIT_TAG = "cell-audit"
 
 
 @dataclass(frozen=True)
@@ -89,47 +82,33 @@ class CellAudit:
 NOT_AUDITED = CellAudit()
 
 
-def audit_cell(cell: CellConfig, data: CellData, ctx: Context, claim: PrivacyClaim) -> CellAudit:
-    """The cell's audit when ``cell.audit`` is set (else :data:`NOT_AUDITED`)."""
-    from audit.empirical.one_run import one_run_mechanisms
+def audited_mechanisms() -> list[str]:
+    """The mechanisms with an empirical audit, in registration order: the DP-SGD ones' one-run
+    audit (:attr:`~audit.mechanisms.mechanism.Mechanism.one_run_audit`) or a mechanism's own
+    local audits (:meth:`~audit.mechanisms.mechanism.Mechanism.local_audits`)."""
+    return [m for m in available_mechanisms() if get_mechanism(m).audited]
 
-    if not cell.audit or cell.mech is MechanismName.NONE:
+
+def local_mechanisms() -> tuple[str, ...]:
+    """The audited mechanisms whose audit is their own local one
+    (:meth:`~audit.mechanisms.mechanism.Mechanism.local_audits`); the others get the one-run
+    audit (:func:`audit.empirical.one_run.one_run_mechanisms`)."""
+    return tuple(m for m in audited_mechanisms() if not get_mechanism(m).one_run_audit)
+
+
+def audit_cell(cell: CellConfig, data: CellData, ctx: Context, claim: PrivacyClaim) -> CellAudit:
+    """The cell's audit when ``cell.audit`` is set (else :data:`NOT_AUDITED`): the one-run audit
+    where it applies, else the mechanism's local audit against the claim of the ``epsilon``
+    column; :data:`NOT_AUDITED` for a mechanism without an audit (the baseline)."""
+    mechanism = get_mechanism(cell.mech)
+    if not cell.audit or not mechanism.audited:
         return NOT_AUDITED
     profile = cell.option("profile_name", "quick")
-    seed = derive_seed(cell.seed, TAG) % 2**31
-    if cell.mech.value in one_run_mechanisms():
+    seed = derive_seed(cell.seed, CELL_AUDIT_TAG) % 2**31
+    if mechanism.one_run_audit:
         return _audit_dp_training(cell, data, ctx, claim, profile=profile, seed=seed)
-    draws = DRAWS[profile]
-    if cell.mech is MechanismName.VAE_LDP:
-        local = audit_vae_ldp(
-            sigma=cell.param_value,
-            latent_dim=cell.profile.latent_dim,
-            delta=claim.delta,
-            draws=draws,
-            seed=seed,
-        )
-    else:
-        local = _audit_ldp(cell, data, draws=draws, seed=seed)
-    return _from_local(local)
-
-
-def _audit_ldp(cell: CellConfig, data: CellData, *, draws: int, seed: int) -> LocalAudit:
-    from audit.mechanisms import get_mechanism
-    from audit.mechanisms.ldp import options_for_images
-
-    if record_modality(data.shape) is Modality.SERIES:
-        return audit_laplace_series(eps_i=cell.param_value, draws=draws, seed=seed)
-    mech = get_mechanism(MechanismName.LDP)
-    opts = options_for_images(mech.options_of(cell), data.shape)
-    return audit_pixelization(
-        eps_i=cell.param_value,
-        shape=tuple(data.shape),
-        cell=opts.cell,
-        neighborhood=opts.neighborhood,
-        pattern=Pattern.ANY_TWO,
-        draws=draws,
-        seed=seed,
-    )
+    audits = mechanism.local_audits(cell, data, draws=DRAWS[profile], seed=seed, delta=claim.delta)
+    return _from_local(audits[-1])
 
 
 def _from_local(audit: LocalAudit) -> CellAudit:
@@ -154,7 +133,8 @@ def _audit_dp_training(
     profile: str,
     seed: int,
 ) -> CellAudit:
-    from audit.empirical.one_run import CanaryKind, OneRunSettings, audit_one_run
+    from audit.empirical.one_run import audit_one_run
+    from audit.empirical.one_run_settings import CanaryKind, OneRunSettings
 
     kind = "one-run-gradient"
     m, m_input = CANARIES[profile], INPUT_CANARIES[profile]

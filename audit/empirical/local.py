@@ -66,7 +66,8 @@ class LocalAudit:
 
     ``claim`` is the epsilon the audited pair is covered by (``claim_kind`` names it);
     ``claims`` holds every claim of the mechanism at this parameter, labelled. ``ceiling`` is the
-    bound with no test errors at these M (the most the audit could prove).
+    bound with no test errors at these M (the most the audit could prove). ``delta_from``: where
+    the audit's delta came from, where the mechanism chose it (empty: given, or pure DP).
     """
 
     mechanism: str
@@ -79,6 +80,7 @@ class LocalAudit:
     draws: int
     threshold: float
     seconds: float
+    delta_from: str = ""
 
     @property
     def epsilon(self) -> float:
@@ -335,6 +337,7 @@ class _CornerRelease(NoiseBound, _Corners):
 
 def audit_vae_ldp(
     *,
+    mechanism: str,
     sigma: float,
     latent_dim: int,
     delta: float,
@@ -350,7 +353,8 @@ def audit_vae_ldp(
     z on the means' difference (the sum of z's coordinates), the exact log likelihood ratio up
     to an increasing affine map. Claim: the analytic Gaussian mechanism's eps (Balle and Wang
     2018) at ``delta``; the classic formula's value is in ``claims``. The bound uses the same
-    delta.
+    delta. ``mechanism``: the audited mechanism's name (the audit's label, and the tag of its
+    draws).
     """
     claim = vae_ldp_claim(
         sigma=sigma, latent_dim=latent_dim, delta=delta, conversion=GaussianConversion.ANALYTIC
@@ -369,12 +373,12 @@ def audit_vae_ldp(
         draws=draws,
         per_draw=latent_dim,
         seed=seed,
-        tag="vae-ldp",
+        tag=mechanism,
         delta=delta,
         confidence=confidence,
     )
     return LocalAudit(
-        mechanism="vae-ldp",
+        mechanism=mechanism,
         pair="encoder means at (-3,...,-3) vs (+3,...,+3)",
         claim_kind="analytic-gaussian",
         claim=float(claim.extra["epsilon_analytic"]),

@@ -7,7 +7,7 @@ with seeds derived from (seed, i): its initialisation, batches, noise, canary co
 canary inclusion are fresh, so each canary is in about half of the runs and out of the others.
 Its scores and inclusion go to ``OUT/<key>.npz`` (written by the driver alone, atomically); a
 rerun loads what is there and trains the rest, on the local or the Ray executor
-(:mod:`audit.executors`, as sweep cells).
+(:mod:`audit.sweep.executors`, as sweep cells).
 
 Estimators (:mod:`audit.empirical.estimators`), at 95 % confidence, over the same scores:
 
@@ -42,15 +42,16 @@ from audit.empirical.estimators import (
     clopper_pearson_epsilon,
     gdp_epsilon,
 )
-from audit.empirical.one_run import CanaryKind, OneRunAudit, OneRunSettings, audit_one_run
-from audit.executors import CellFailed, Executor
+from audit.empirical.one_run import audit_one_run
+from audit.empirical.one_run_settings import CanaryKind, OneRunAudit, OneRunSettings
 from audit.mechanisms import Context
+from audit.sweep.executors import CellFailed, Executor
 from dpvae_core.digests import json_digest
 from dpvae_core.progress import null_progress
 from dpvae_core.seeding import derive_seed
 
 log = logging.getLogger(__name__)
-TAG = "multi-run-audit"
+MULTI_RUN_TAG = "multi-run-audit"
 
 
 @dataclass(frozen=True)
@@ -99,14 +100,14 @@ class RunScores:
 
 def compute_run(job: RunJob, dataset: Dataset, *, threads: int | None = None) -> RunScores:
     """Train run ``job.index`` and score its canaries (writes nothing: an executor's cell fn)."""
-    from audit.pipeline import cell_data
+    from audit.cell.membership import cell_data
 
     if threads is not None:
         torch.set_num_threads(threads)
     cell = job.cell
     split = dataset_split(dataset, cell.seed)
     data = cell_data(dataset, split, cell)
-    run_seed = derive_seed(cell.seed, TAG, job.index) % 2**31
+    run_seed = derive_seed(cell.seed, MULTI_RUN_TAG, job.index) % 2**31
     audit = audit_one_run(
         replace(cell, seed=run_seed),
         data,

@@ -1,4 +1,10 @@
-"""Mechanism registry: one object per MechanismName; lookups list the valid names."""
+"""The mechanism registry: one object per mechanism, keyed by the name its class declares.
+
+The registry is where every reader learns the mechanisms: their names (:func:`available_mechanisms`,
+:data:`BASELINE`), and through :func:`get_mechanism` what each owns (its parameter, grid, labels,
+options, release and audits; :class:`~audit.mechanisms.mechanism.Mechanism`). Adding a mechanism is
+its module and one :func:`register` line below.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from audit.config import RUN_OPTIONS, CellConfig, MechanismName, Profile, check_cache_schema
+from audit.config import RUN_OPTIONS, CellConfig, check_cache_schema
 from audit.mechanisms.cdp import CentralDP
 from audit.mechanisms.cdp_termwise import TermwiseDP
 from audit.mechanisms.dp2vae import Dp2Vae
@@ -15,36 +21,93 @@ from audit.mechanisms.mechanism import CellData, Context, DataFacts, Mechanism, 
 from audit.mechanisms.none import NoPrivacy
 from audit.mechanisms.vae_ldp import VaeLdp
 from audit.options import MechanismOptions, flag
-from dpvae_core.validation import parse_enum
+from audit.profiles import Profile
 
-_REGISTRY: dict[MechanismName, Mechanism] = {}
+_REGISTRY: dict[str, Mechanism] = {}
+
+BASELINE: str = NoPrivacy.name
+"""The non-private reference mechanism's name: every sweep's baseline cells, the report's and the
+gate's reference rows (its ``param_value`` is empty)."""
 
 
 def register(mechanism: Mechanism) -> Mechanism:
-    _REGISTRY[mechanism.name] = mechanism
+    """Register ``mechanism`` under its class's ``name`` (a name taken already is refused)."""
+    name = mechanism.name
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a mechanism's name must be a non-empty string, got {name!r}")
+    if name in _REGISTRY and _REGISTRY[name] is not mechanism:
+        raise ValueError(
+            f"a mechanism named {name!r} is already registered ({type(_REGISTRY[name]).__name__})"
+        )
+    _REGISTRY[name] = mechanism
     return mechanism
 
 
-def get_mechanism(name: MechanismName | str) -> Mechanism:
-    key = name if isinstance(name, MechanismName) else parse_enum(MechanismName, name, "mechanism")
-    if key not in _REGISTRY:
-        available = ", ".join(m.value for m in _REGISTRY)
-        raise ValueError(f"mechanism {key.value!r} is not implemented yet; available: {available}")
-    return _REGISTRY[key]
+def unregister(name: str) -> None:
+    """Remove the mechanism registered under ``name`` (a test's throwaway mechanism); the
+    baseline stays."""
+    get_mechanism(name)
+    if name == BASELINE:
+        raise ValueError(f"the baseline {BASELINE!r} cannot be unregistered")
+    del _REGISTRY[name]
 
 
-def available_mechanisms() -> list[MechanismName]:
+def get_mechanism(name: str) -> Mechanism:
+    """The mechanism registered under ``name``; a ValueError that lists the registered names."""
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise ValueError(
+            f"unknown mechanism {name!r}; choose one of: {', '.join(available_mechanisms())}"
+        )
+    return _REGISTRY[name]
+
+
+def find_mechanism(name: object) -> Mechanism | None:
+    """The mechanism registered under ``name``, or None (a row of a release or an older run)."""
+    return _REGISTRY.get(name) if isinstance(name, str) else None
+
+
+def parse_mechanism(name: object) -> str:
+    """``name`` if a mechanism is registered under it (a ValueError that lists them otherwise)."""
+    return get_mechanism(name).name  # type: ignore[arg-type]  # get_mechanism refuses non-str
+
+
+def available_mechanisms() -> list[str]:
+    """The registered mechanisms' names, in registration order (the baseline first): the order
+    of ``--mech`` choices, the report's colours and its tables."""
     return list(_REGISTRY)
+
+
+def private_mechanisms() -> list[str]:
+    """:func:`available_mechanisms` without the :data:`BASELINE`."""
+    return [name for name in _REGISTRY if name != BASELINE]
+
+
+def by_param_label(names: Iterable[str]) -> dict[str, list[str]]:
+    """The mechanisms ``names`` grouped by their parameter's label (``noise multiplier z``: cdp,
+    cdp-termwise, ...), in order: what a help text says the grid values are."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(get_mechanism(name).param_label, []).append(name)
+    return groups
+
+
+def param_symbol(param_name: str) -> str:
+    """A grid parameter's symbol in a setting's label (``z`` of ``z=0.5``): the ``param_symbol``
+    of the mechanisms whose parameter it is, else ``param_name`` itself (``target_epsilon``)."""
+    for mechanism in _REGISTRY.values():
+        if mechanism.param_name == param_name and mechanism.param_symbol:
+            return mechanism.param_symbol
+    return param_name
 
 
 def declared_options() -> dict[str, type[MechanismOptions]]:
     """{mechanism name: its options type} of every registered mechanism, for the flags."""
-    return {name.value: mech.options_type for name, mech in _REGISTRY.items()}
+    return {name: mech.options_type for name, mech in _REGISTRY.items()}
 
 
 def build_options(
-    mechs: Iterable[MechanismName], given: Mapping[str, Any]
-) -> tuple[tuple[MechanismName, MechanismOptions], ...]:
+    mechs: Iterable[str], given: Mapping[str, Any]
+) -> tuple[tuple[str, MechanismOptions], ...]:
     """Each selected private mechanism's typed options from the options given by name.
 
     ``given``: {option name: value} (None values are not given). An option that no selected
@@ -52,11 +115,11 @@ def build_options(
     bad value with the ValueError of its parser (which quotes it).
     """
     given = {k: v for k, v in given.items() if v is not None}
-    private = [m for m in mechs if m is not MechanismName.NONE]
-    names = ", ".join(m.value for m in private) or "none"
+    private = [m for m in mechs if m != BASELINE]
+    names = ", ".join(private) or BASELINE
     for key in given:
         if not any(key in get_mechanism(m).options_type.names() for m in private):
-            owners = [m.value for m in _REGISTRY if key in _REGISTRY[m].options_type.names()]
+            owners = [m for m in _REGISTRY if key in _REGISTRY[m].options_type.names()]
             if not owners:
                 raise ValueError(f"unknown mechanism option {key!r}")
             raise ValueError(
@@ -73,7 +136,7 @@ def build_options(
 
 def make_cell(
     dataset: str,
-    mech: MechanismName | str,
+    mech: str,
     param_name: str,
     param_value: float | None,
     seed: int,
@@ -82,7 +145,7 @@ def make_cell(
 ) -> CellConfig:
     """A cell whose ``options`` mapping holds run facts (:data:`RUN_OPTIONS`) and the
     mechanism's options by name, split and typed here (None values are not given)."""
-    mech = mech if isinstance(mech, MechanismName) else parse_enum(MechanismName, mech, "mechanism")
+    mech = parse_mechanism(mech)
     given = {k: v for k, v in (options or {}).items() if v is not None}
     run = tuple((k, given.pop(k)) for k in RUN_OPTIONS if k in given)
     return CellConfig(
@@ -131,11 +194,18 @@ __all__ = [
     "Mechanism",
     "Prepared",
     "Trained",
+    "BASELINE",
     "available_mechanisms",
+    "by_param_label",
     "build_options",
     "cell_from_canonical",
     "declared_options",
+    "find_mechanism",
     "get_mechanism",
     "make_cell",
+    "param_symbol",
+    "parse_mechanism",
+    "private_mechanisms",
     "register",
+    "unregister",
 ]

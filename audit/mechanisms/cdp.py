@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, ClassVar
 
-from audit.config import CellConfig, MechanismName
+from audit.config import CellConfig
 from audit.mechanisms.mechanism import (
     Accounted,
     CellData,
@@ -191,8 +191,12 @@ class CentralDP(Mechanism):
         notes say so.
     """
 
-    name = MechanismName.CDP
+    name = "cdp"
     param_name = "noise_multiplier"
+    param_symbol = "z"
+    param_label = "noise multiplier z"
+    param_description = "DP-Adam noise multiplier z"
+    accounting_help = "DP-Adam (Poisson-sampled Gaussian, Opacus RDP)"
     default_grid = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 4.0)
     options_type = CdpOptions
     accounting_type = CdpEpsilonParams
@@ -208,7 +212,7 @@ class CentralDP(Mechanism):
             return
         if batch_size > data.n_train:
             raise ValueError(
-                f"{self.name.value}: --batch-size {batch_size} exceeds |D_train| = "
+                f"{self.name}: --batch-size {batch_size} exceeds |D_train| = "
                 f"{data.n_train} (after the max-train cap); choose a batch size of at most "
                 f"{data.n_train}"
             )
@@ -321,7 +325,7 @@ class CentralDP(Mechanism):
         if params.target_epsilon is not None:
             z = self.solve_noise(target_epsilon=params.target_epsilon, **schedule, params=params)
         claim = self.schedule_claim(**schedule, noise_multiplier=z, params=params)
-        lines = [f"mechanism: {self.name.value}", *describe_claim(claim)]
+        lines = [f"mechanism: {self.name}", *describe_claim(claim)]
         if params.target_epsilon is None:
             return Accounted(tuple(lines), claim.epsilon)
         lines.append(f"noise multiplier for target epsilon {params.target_epsilon:g}:")

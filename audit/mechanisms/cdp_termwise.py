@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from audit.config import CellConfig, MechanismName
+from audit.config import CellConfig
 from audit.mechanisms.cdp import (
     CdpEpsilonParams,
     CdpOptions,
@@ -86,14 +86,6 @@ class TermwiseOptions(CdpOptions):
     )
 
 
-def partition_sensitivity_value(value: object) -> float:
-    """K in [1, 2] (units of C2); the check of the accounting applies."""
-    number = float(value)  # type: ignore[arg-type]
-    if not 1.0 <= number <= 2.0:
-        raise ValueError(f"partition_sensitivity must lie in [1, 2], got {value!r}")
-    return number
-
-
 @dataclass(frozen=True)
 class TermwiseEpsilonParams(CdpEpsilonParams):
     """``benchmark.py epsilon --mech cdp-termwise``: a cdp schedule and the batch term's."""
@@ -135,7 +127,8 @@ class TermwiseDP(CentralDP):
         004's own kappa-based epsilon for comparison.
     """
 
-    name = MechanismName.CDP_TERMWISE
+    name = "cdp-termwise"
+    accounting_help = "term-wise DP-Adam of paper 004"
     options_type = TermwiseOptions
     accounting_type = TermwiseEpsilonParams
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import torch
 
 from attacks.threat import ReleaseKind
-from audit.config import CellConfig, MechanismName
+from audit.config import CellConfig
 from audit.mechanisms.cdp import CdpEpsilonParams, DpAdamOptions, parse_clip_norm, with_extra
 from audit.mechanisms.mechanism import (
     Accounted,
@@ -123,8 +123,12 @@ class Dp2Vae(Mechanism):
         bound for this code.
     """
 
-    name = MechanismName.DP2VAE
+    name = "dp2vae"
     param_name = "noise_multiplier"
+    param_symbol = "z"
+    param_label = "noise multiplier z"
+    param_description = "the decoder's DP-Adam noise multiplier z"
+    accounting_help = "DP2-VAE's decoder (a DP-Adam schedule, K subsets and B_max)"
     default_grid = (1.0, 8.0, 64.0)
     options_type = Dp2Options
     accounting_type = Dp2EpsilonParams
@@ -252,7 +256,7 @@ class Dp2Vae(Mechanism):
         if params.target_epsilon is not None:
             sigma = dp2vae_noise_for_epsilon(target_epsilon=params.target_epsilon, **schedule)
         claim = dp2vae_claim(noise_multiplier=sigma, **schedule)
-        lines = [f"mechanism: {self.name.value}", *describe_claim(claim)]
+        lines = [f"mechanism: {self.name}", *describe_claim(claim)]
         if params.target_epsilon is None:
             return Accounted(tuple(lines), claim.epsilon)
         lines.append(f"noise multiplier for target epsilon {params.target_epsilon:g}:")

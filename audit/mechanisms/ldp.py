@@ -3,7 +3,7 @@ Laplace mechanism per measurement for sensor series.
 
 Settings (paper 003, Section 3): LDP-Full (the paper's) perturbs all data the target VAE sees,
 here D_train and D_val; LDP-Train perturbs D_train only. In both, the target classifier is
-scored on the real D_test and the attack uses unperturbed records (see audit.pipeline).
+scored on the real D_test and the attack uses unperturbed records (see audit.cell.run).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from audit.config import CellConfig, MechanismName
+from audit.config import CellConfig
 from audit.mechanisms.laplace_noise import laplace_perturb_series
 from audit.mechanisms.mechanism import (
     Accounted,
@@ -40,6 +40,9 @@ from audit.privacy.pixelization import pixelization_claim, valid_cell_sizes
 from dpvae_core.records import Modality, record_modality
 from dpvae_core.seeding import Purpose, torch_generator
 from models.training import Pair
+
+if TYPE_CHECKING:
+    from audit.empirical.local import LocalAudit
 
 
 class LdpSetting(str, Enum):
@@ -195,8 +198,15 @@ class LocalDP(Mechanism):
         are (every row says so). Series scaling uses fixed ranges, no statistic of the records.
     """
 
-    name = MechanismName.LDP
+    name = "ldp"
     param_name = "eps_i"
+    param_symbol = "εᵢ"
+    param_label = "εᵢ per pixel cell"
+    param_description = "pixelization εᵢ"
+    pure_dp = True
+    accounting_help = (
+        "Fan's image pixelization (any two records: eps = channels * eps_i * H * W / m)"
+    )
     default_grid = DEFAULT_GRIDS[Modality.IMAGE]
     options_type = LdpOptions
     accounting_type = LdpEpsilonParams
@@ -292,7 +302,7 @@ class LocalDP(Mechanism):
             neighborhood=default_neighborhood(params.height, params.width) if m is None else m,
             n_records=params.n_records,
         )
-        lines = (f"mechanism: {self.name.value}", *describe_claim(claim))
+        lines = (f"mechanism: {self.name}", *describe_claim(claim))
         return Accounted(lines, claim.epsilon)
 
     def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
@@ -315,6 +325,39 @@ class LocalDP(Mechanism):
             cell=opts.cell,
             neighborhood=opts.neighborhood,
             n_records=data.n_total,
+        )
+
+    def local_audits(
+        self,
+        cell: CellConfig,
+        data: CellData,
+        *,
+        draws: int,
+        seed: int,
+        delta: float | None = None,
+        every: bool = False,
+    ) -> tuple[LocalAudit, ...]:
+        """Images: pixelization with the cell's b and m, black against white (the any-two-records
+        claim of the ``epsilon`` column), after black against m white pixels (Fan's
+        m-neighbourhood) where ``every``. Series: the Laplace mechanism on one value at -1 and +1,
+        a neighbour of the record-level claim. Pure epsilon-DP: ``delta`` is not read."""
+        from audit.empirical.local import Pattern, audit_laplace_series, audit_pixelization
+
+        if record_modality(data.shape) is Modality.SERIES:
+            return (audit_laplace_series(eps_i=cell.param_value, draws=draws, seed=seed),)
+        opts = options_for_images(self.options_of(cell), data.shape)
+        patterns = (Pattern.NEIGHBOURHOOD, Pattern.ANY_TWO) if every else (Pattern.ANY_TWO,)
+        return tuple(
+            audit_pixelization(
+                eps_i=cell.param_value,
+                shape=tuple(data.shape),
+                cell=opts.cell,
+                neighborhood=opts.neighborhood,
+                pattern=pattern,
+                draws=draws,
+                seed=seed,
+            )
+            for pattern in patterns
         )
 
 

@@ -6,13 +6,12 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 
 from attacks.threat import ReleaseKind
-from audit.config import CellConfig, MechanismName
+from audit.config import CellConfig
 from audit.options import AccountingParams, MechanismOptions, NoOptions
 from audit.privacy.claim import PrivacyClaim
 from dpvae_core.progress import ProgressFactory
@@ -21,6 +20,9 @@ from dpvae_core.seeding import Purpose, derive_seed
 from models.dp import AuditHook
 from models.training import Pair, TrainHistory, VAETrainSettings, train_vae
 from models.vae import ConditionalConvVAE
+
+if TYPE_CHECKING:
+    from audit.empirical.local import LocalAudit
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class CellData:
     records can be found again without recomputing the split; None for data not cut from a
     dataset (tests). ``attack_members`` / ``attack_nonmembers``: D_atk's positions in D_train
     and D_test where its membership was drawn by independent coins
-    (:func:`audit.pipeline.cell_data`); None for a balanced D_atk drawn when attacked."""
+    (:func:`audit.cell.membership.cell_data`); None for a balanced D_atk drawn when attacked."""
 
     train: Pair
     val: Pair
@@ -119,21 +121,38 @@ class Context:
 class Mechanism(ABC):
     """A privacy mechanism: how it perturbs data, how the target VAE trains, what it claims.
 
-    Subclasses set ``name``, ``param_name`` (the grid's parameter, e.g. ``noise_multiplier``),
-    ``default_grid`` and ``options_type`` (their :class:`audit.options.MechanismOptions`, from
-    which the command line makes one flag per option); the defaults of ``prepare`` and
-    ``train`` are the non-private path.
+    A mechanism owns what every reader knows of it, read through the registry
+    (:func:`audit.mechanisms.get_mechanism`), so that no other module names it: its ``name``
+    (``--mech``, the rows' ``mech``), ``param_name`` (the grid's parameter, e.g.
+    ``noise_multiplier``) with its symbol and labels (:attr:`param_symbol`, :attr:`param_label`,
+    :attr:`param_description`), ``default_grid``, ``options_type`` (their
+    :class:`audit.options.MechanismOptions`, from which the command line makes one flag per
+    option), its release, and its empirical audits (:attr:`one_run_audit`,
+    :meth:`local_audits`, :attr:`pure_dp`). The defaults of ``prepare`` and ``train`` are the
+    non-private path.
     ``per_example_gradients``: whether ``train`` needs Opacus's per-example gradients of the
     target VAE (DP-Adam); without, the VAE is built in its fast implementation
     (:meth:`models.factory.ModelFamily.target_vae`). ``release``: what the mechanism publishes of
     the trained VAE (:class:`~attacks.threat.ReleaseKind`), which decides the attacks its cells
-    run (:mod:`audit.attack_plan`). The default, the whole VAE, is what none, cdp, cdp-termwise,
-    ldp and vae-ldp release; a mechanism that publishes less (dp2vae: the decoder) overrides it.
+    run (:mod:`audit.cell.attack_plan`). The default, the whole VAE, is what none, cdp,
+    cdp-termwise, ldp and vae-ldp release; a mechanism that publishes less (dp2vae: the decoder)
+    overrides it.
     """
 
-    name: ClassVar[MechanismName]
+    name: ClassVar[str]
     param_name: ClassVar[str]
     default_grid: ClassVar[tuple[float, ...]]
+    #: The parameter's symbol in a setting's label (``z`` of ``z=0.5``; the report, the gate).
+    param_symbol: ClassVar[str] = ""
+    #: The parameter as the report's axes and legends name it (``noise multiplier z``).
+    param_label: ClassVar[str] = ""
+    #: What the parameter is, in a sentence (``DP-Adam noise multiplier z``): the report's
+    #: image grids say what their rows are, ``benchmark.py audit --help`` what ``--grid`` is.
+    param_description: ClassVar[str] = ""
+    #: Whether the claim is pure epsilon-DP (delta 0), so that no ``--delta`` applies to it.
+    pure_dp: ClassVar[bool] = False
+    #: What ``benchmark.py epsilon`` accounts (its ``--mech`` help; with ``accounting_type``).
+    accounting_help: ClassVar[str] = ""
     options_type: ClassVar[type[MechanismOptions]] = NoOptions
     accounting_type: ClassVar[type[AccountingParams] | None] = None
     per_example_gradients: ClassVar[bool] = False
@@ -150,15 +169,14 @@ class Mechanism(ABC):
         if modality not in self.modalities:
             allowed = ", ".join(sorted(m.value for m in self.modalities))
             raise ValueError(
-                f"{self.name.value} is defined for {allowed} records, not for {modality.value}"
+                f"{self.name} is defined for {allowed} records, not for {modality.value}"
                 f"{f' ({self.modality_reason})' if self.modality_reason else ''}"
             )
 
     def validate_value(self, value: float | None) -> None:
         if value is None or not math.isfinite(value) or value <= 0:
             raise ValueError(
-                f"{self.name.value}: {self.param_name} must be a positive finite number, "
-                f"got {value!r}"
+                f"{self.name}: {self.param_name} must be a positive finite number, got {value!r}"
             )
 
     def default_grid_for(self, modality: str) -> tuple[float, ...]:
@@ -173,15 +191,14 @@ class Mechanism(ABC):
         """``options`` if they are this mechanism's :attr:`options_type` (TypeError otherwise)."""
         if not isinstance(options, self.options_type):
             raise TypeError(
-                f"{self.name.value} needs {self.options_type.__name__}, "
-                f"got {type(options).__name__}"
+                f"{self.name} needs {self.options_type.__name__}, got {type(options).__name__}"
             )
         return options
 
     def typed_params(self, params: AccountingParams) -> Any:
         """``params`` if they are this mechanism's :attr:`accounting_type` (TypeError otherwise)."""
         if self.accounting_type is None or not isinstance(params, self.accounting_type):
-            raise TypeError(f"{self.name.value} cannot account {type(params).__name__}")
+            raise TypeError(f"{self.name} cannot account {type(params).__name__}")
         return params
 
     def check_options(
@@ -202,9 +219,7 @@ class Mechanism(ABC):
             self.check_modality(data.record_shape)
         self._check_options(options, batch_size=batch_size, data=data)
 
-    def _check_options(
-        self, options: Any, *, batch_size: int, data: DataFacts | None
-    ) -> None:
+    def _check_options(self, options: Any, *, batch_size: int, data: DataFacts | None) -> None:
         """A mechanism's own checks of :meth:`check_options` (``data`` None: before the data is
         loaded). The default accepts all."""
         return None
@@ -221,6 +236,36 @@ class Mechanism(ABC):
         """
         return None
 
+    @property
+    def one_run_audit(self) -> bool:
+        """Whether the one-run audit (:mod:`audit.empirical.one_run`, with ``--runs`` the
+        multi-run one) applies: training is a DP-SGD loop that takes the canary hook, which a
+        mechanism says by overriding :meth:`canary_sample_rate`."""
+        return type(self).canary_sample_rate is not Mechanism.canary_sample_rate
+
+    @property
+    def audited(self) -> bool:
+        """Whether the mechanism has an empirical audit (``benchmark.py audit``,
+        ``--canary-audit``): the one-run audit or its own :meth:`local_audits`."""
+        return self.one_run_audit or type(self).local_audits is not Mechanism.local_audits
+
+    def local_audits(
+        self,
+        cell: CellConfig,
+        data: CellData,
+        *,
+        draws: int,
+        seed: int,
+        delta: float | None = None,
+        every: bool = False,
+    ) -> tuple[LocalAudit, ...]:
+        """Black-box audits of the mechanism's local randomizer on worst-case inputs
+        (:mod:`audit.empirical.local`), M = ``draws`` draws per input, the last one against the
+        claim of the ``epsilon`` column (at ``delta``; None: the claim's own). ``every``: also
+        the audits against other claims, which ``benchmark.py audit`` prints. Empty where the
+        mechanism has no local randomizer (the default)."""
+        return ()
+
     def train(
         self, model: ConditionalConvVAE, prepared: Prepared, cell: CellConfig, ctx: Context
     ) -> Trained:
@@ -231,7 +276,7 @@ class Mechanism(ABC):
 
     def account(self, params: AccountingParams) -> Accounted:
         """Account the mechanism from ``params`` alone (``benchmark.py epsilon``)."""
-        raise ValueError(f"mechanism {self.name.value!r} has no accounting on demand")
+        raise ValueError(f"mechanism {self.name!r} has no accounting on demand")
 
     @abstractmethod
     def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
@@ -257,7 +302,3 @@ def vae_settings(cell: CellConfig, ctx: Context) -> VAETrainSettings:
         device=ctx.device,
         precision=cell.precision,
     )
-
-
-def as_device(pair: Pair, device: str) -> Pair:
-    return pair[0].to(torch.device(device)), pair[1].to(torch.device(device))

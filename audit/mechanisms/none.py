@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 
-from audit.config import CellConfig, MechanismName
+from audit.config import CellConfig
 from audit.mechanisms.mechanism import CellData, Mechanism, Trained
 from audit.privacy.claim import PrivacyClaim
 
 
 class NoPrivacy(Mechanism):
-    name = MechanismName.NONE
+    name = "none"
     param_name = "none"
     default_grid = ()
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from audit.config import CellConfig, MechanismName
+from audit.config import CellConfig
 from audit.mechanisms.mechanism import (
     Accounted,
     CellData,
@@ -47,6 +47,9 @@ from dpvae_core.seeding import Purpose, derive_seed, torch_generator
 from models.factory import model_family
 from models.perturbation import NoiseBound
 from models.training import Pair, TrainHistory, train_vae
+
+if TYPE_CHECKING:
+    from audit.empirical.local import LocalAudit
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +131,12 @@ class VaeLdp(Mechanism):
         docstring for what the claim covers.
     """
 
-    name = MechanismName.VAE_LDP
+    name = "vae-ldp"
     param_name = "sigma"
+    param_symbol = "σ"
+    param_label = "noise bound σ"
+    param_description = "perturbation noise bound σ"
+    accounting_help = "VAE-LDP Gaussian mechanism"
     default_grid = (0.1, 1.0, 10.0, 100.0, 1000.0)
     options_type = VaeLdpOptions
     accounting_type = VaeLdpEpsilonParams
@@ -195,7 +202,7 @@ class VaeLdp(Mechanism):
             delta=params.delta,
             conversion=params.conversion or GaussianConversion.ANALYTIC,
         )
-        lines = (f"mechanism: {self.name.value}", *describe_claim(claim))
+        lines = (f"mechanism: {self.name}", *describe_claim(claim))
         return Accounted(lines, claim.epsilon)
 
     def claim(self, cell: CellConfig, data: CellData, trained: Trained) -> PrivacyClaim:
@@ -205,9 +212,38 @@ class VaeLdp(Mechanism):
         )
         extra = {
             **base.extra,
-            "delta_from": f"1/|D| with |D| = {data.n_total}",
+            "delta_from": _delta_from(data),
             "coverage": COVERAGE[source],
             "release_noise": RELEASE_NOTE,
             "labels": "not perturbed (released as they are)",
         }
         return replace(base, extra=extra)
+
+    def local_audits(
+        self,
+        cell: CellConfig,
+        data: CellData,
+        *,
+        draws: int,
+        seed: int,
+        delta: float | None = None,
+        every: bool = False,
+    ) -> tuple[LocalAudit, ...]:
+        """The corner-means audit of the Gaussian release at the cell's sigma and d, at ``delta``
+        (None: the claim's, 1/|D|)."""
+        from audit.empirical.local import audit_vae_ldp
+
+        chosen = 1.0 / data.n_total if delta is None else delta
+        audit = audit_vae_ldp(
+            mechanism=self.name,
+            sigma=cell.param_value,
+            latent_dim=cell.profile.latent_dim,
+            delta=chosen,
+            draws=draws,
+            seed=seed,
+        )
+        return (audit if delta is not None else replace(audit, delta_from=_delta_from(data)),)
+
+
+def _delta_from(data: CellData) -> str:
+    return f"1/|D| with |D| = {data.n_total}"

@@ -71,11 +71,11 @@ import math
 import numpy as np
 
 from audit.privacy.claim import Conversion, PrivacyClaim
+from audit.privacy.dp_sgd_accounting import ACCOUNTANT
 from audit.privacy.noise_calibration import calibrate_noise_multiplier
 from audit.privacy.rdp import RDP_ORDERS, rdp_to_epsilon, sampled_gaussian_rdp
 from dpvae_core.validation import check_delta, check_non_negative, check_positive_int, parse_enum
 
-ACCOUNTANT = "rdp"
 PAPER_NOTE = (
     "paper 002 Theorem 3.1: NOT a bound for this code. It charges each decoder step a Gaussian "
     "of sensitivity 2C/B (noise multiplier sigma/2), Poisson-subsampled at q = 1/K; but the "

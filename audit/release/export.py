@@ -2,7 +2,7 @@
 non-members, reference records and D_gen as ``.npz`` files, and its trained VAE behind an entry
 point, so that ``benchmark.py attack`` on them can be checked against the cell's own rows.
 
-The exported sets are the cell's exactly (:func:`audit.cell.membership.attack_set`,
+The exported sets are the cell's exactly (:func:`audit.cell.membership.attack_data`,
 :func:`~audit.cell.membership.reference_records`), D_gen is drawn again from the saved model with
 the cell's seed (prior generation: image cells), and the attack seed is the cell's seed, so the
 release attack runs the same attacks on the same inputs with the same randomness.
@@ -21,10 +21,10 @@ from attacks.threat import ReleaseKind
 from audit import io
 from audit.cell.attack_step import released_samples, unmet_attacks
 from audit.cell.gen_accuracy import generation_labels
-from audit.cell.membership import attack_set, cell_data, reference_records
+from audit.cell.membership import attack_data, cell_data, reference_records
 from audit.datasets import dataset_split, load_dataset
 from audit.mechanisms import get_mechanism
-from audit.report.grids import load_model
+from audit.report.grids import load_target_vae
 from audit.results import cell_path, load_cell_config
 from models.factory import model_family
 from models.generation import Generation, finite_records, generate
@@ -76,9 +76,9 @@ def export_cell(
         )
     split = dataset_split(dataset, cell.seed)
     data = cell_data(dataset, split, cell)
-    atk = attack_set(data, cell)
+    atk = attack_data(data, cell)
     reference = reference_records(data, cell)
-    model = family.for_inference(load_model(cell_dir, cell, dataset)).eval()
+    model = family.for_inference(load_target_vae(cell_dir, cell, dataset)).eval()
     labels = generation_labels(cell, data)
     gen_x, gen_y = generate(model, labels, seed=cell.seed, method=family.generation)
     gen_x, _ = finite_records(gen_x)

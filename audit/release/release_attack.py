@@ -1,10 +1,10 @@
-"""Attack a release made outside the suite: every attack the release allows, the held-out worst
-case and the DCR baseline, written as a sweep writes a cell (``cells/<hash>/rows.json``,
-``runs.csv``), through the sweep's own attack runner and row builder
-(:func:`audit.cell.attack_step.run_release_attacks`, :func:`audit.cell.run.attack_rows`), then the
-release's report (:mod:`audit.release.release_report`). What it returns,
-:class:`ReleaseAttack`, is read with ``.table()`` (the rows of ``runs.csv``) and ``.summary()``
-(one line per threat model)."""
+"""Attack a release made outside the suite: every attack the release allows, the held-out worst case
+and the DCR baseline, written as a sweep writes a cell (``cells/<hash>/rows.json``, ``runs.csv``),
+through the sweep's own attack runner and row builder
+(:func:`audit.cell.attack_step.run_release_attacks`, :func:`audit.rows.filling.result_rows`), then
+the release's report (:mod:`audit.release.release_report`). What it returns, :class:`ReleaseAttack`,
+is read with ``.table()`` (the rows of ``runs.csv``) and ``.summary()`` (one line per threat
+model)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from audit.mechanisms import Context
 from audit.release.entry_points import as_released, check_model
 from audit.release.record_sets import RecordSet, ReleaseRecords, Role
 from audit.release.release_config import ReleaseAttackConfig, check_name
-from audit.release.release_report import FORMATS, write_release_report
+from audit.release.release_report import write_release_report
 from audit.release.release_result import ReleaseAttack
 from audit.release.release_rows import (
     DCR_FILE,
@@ -40,6 +40,7 @@ from audit.release.release_rows import (
     check_release_out,
 )
 from audit.release.utility import check_test_set, release_utility
+from audit.report.figure_style import FORMATS
 from audit.results import SCORES_FILE, cell_path, scores_key, write_csv
 from audit.rows.derived import accuracy_valid
 from audit.rows.filling import result_rows

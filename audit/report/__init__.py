@@ -6,7 +6,7 @@ grouped by setting (the cell's config but its seed), and a directory whose cells
 configurations (written by code older than the run manifest) gets one section per configuration,
 named by the settings that differ. The attack curves read ``cells/<hash>/scores.npz`` and the
 reconstruction and sample grids (images as image grids, sensor series as line plots)
-``cells/<hash>/{config.json, model.pt, attack_set.npz}``, all through :mod:`audit.results`; a
+``cells/<hash>/{config.json, model.pt, attack_index.npz}``, all through :mod:`audit.results`; a
 figure whose inputs are missing or do not fit is skipped with a logged warning and listed in
 ``report.md``. The report never re-runs any part of a cell.
 

@@ -8,15 +8,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from audit.check.checking import param_label
-from audit.report.plots import (
-    POINT_LABELS,
-    _figure,
-    _finish,
-    _panel_grid,
-    log_axis,
-    mech_color,
-    report_style,
-)
+from audit.report.figure_parts import _figure, _finish, _panel_grid, log_axis
+from audit.report.figure_style import mech_color, point_label, report_style
 
 CELL = ["mech", "param_name", "param_value", "seed"]
 AUDIT = [
@@ -125,7 +118,7 @@ def claim_vs_bound_figure(cells: pd.DataFrame, *, title: str) -> Figure:
             drawn.append(mean["epsilon_lower_ceiling"].to_numpy(float)[ceiling])
             log_axis(ax, x)
             log_axis(ax, np.concatenate(drawn), which="y")
-            ax.set_xlabel(POINT_LABELS.get(mech, str(mine["param_name"].iloc[0])))
+            ax.set_xlabel(point_label(mech) or str(mine["param_name"].iloc[0]))
             ax.set_ylabel("ε")
             ax.set_title(mech)
             ax.legend(fontsize=7, loc="best")

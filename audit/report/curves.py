@@ -13,15 +13,16 @@ from matplotlib.figure import Figure
 
 from attacks import precision_recall_curve, roc_curve
 from audit import results
-from audit.config import MechanismName
-from audit.report.plots import CurveBand, SettingCurves, attack_curves, short_number
+from audit.mechanisms import BASELINE
+from audit.report.figure_parts import CurveBand, SettingCurves
+from audit.report.figure_style import short_number
+from audit.report.record_figures import attack_curves
 from audit.report.skips import skip
 from audit.report.stats import column_intervals
 from audit.report.summaries import SETTING, WORST_CASE, ordered
+from audit.rows.row import PAPER_ATTACK, PLAIN_VARIANT
 
 CURVE_GRID = np.linspace(0.0, 1.0, 201)
-#: The paper's attack, whose curves are drawn per distance besides the winners'.
-RECONSTRUCTION = "reconstruction"
 
 
 def roc_on_grid(scores: np.ndarray, is_member: np.ndarray) -> np.ndarray:
@@ -75,9 +76,9 @@ def _how(frame: pd.DataFrame) -> str:
 
 def _label(group: pd.DataFrame) -> tuple[str, str]:
     mech, label = group["mech"].iloc[0], group["param_label"].iloc[0]
-    if mech == MechanismName.NONE.value:
+    if mech == BASELINE:
         return mech, "non-private (none)"
-    if label == MechanismName.NONE.value:  # no parameter: a release audited as it is
+    if label == BASELINE:  # no parameter: a release audited as it is
         label = f"the {mech} release"
     epsilon = float(group["epsilon"].astype(float).mean())
     return mech, f"{label} (ε={short_number(epsilon)})" if np.isfinite(epsilon) else label
@@ -135,7 +136,7 @@ def winner_figure(
             roc=_band([roc_on_grid(s, m) for m, s in pairs]),
             winner=winner,
         )
-        if mech == MechanismName.NONE.value:
+        if mech == BASELINE:
             baseline = curves
         else:
             rows.setdefault(mech, []).append(curves)
@@ -165,13 +166,12 @@ def curve_figures(
     figures = winner_figure(run_dir, frame, name=name, skipped=skipped, cache=cache)
     if "attack" in frame.columns:
         without = set(frame["config_hash"]) - set(
-            frame.loc[frame["attack"] == RECONSTRUCTION, "config_hash"]
+            frame.loc[frame["attack"] == PAPER_ATTACK, "config_hash"]
         )
         if without:
             configs = results.cell_configs(run_dir)
             listed = sum(
-                RECONSTRUCTION in configs.get(h, {}).get("attacks", [RECONSTRUCTION])
-                for h in without
+                PAPER_ATTACK in configs.get(h, {}).get("attacks", [PAPER_ATTACK]) for h in without
             )
             unlisted = len(without) - listed
             reasons = [
@@ -184,10 +184,11 @@ def curve_figures(
                 f"have no reconstruction rows ({', '.join(r for r in reasons if r)}) and are "
                 "left out",
             )
-        frame = frame[frame["attack"] == RECONSTRUCTION]
+        frame = frame[frame["attack"] == PAPER_ATTACK]
     hashes = list(frame["config_hash"].unique())
+    paper = (PAPER_ATTACK, PLAIN_VARIANT)
     found = {
-        h: (m, {d: v for (a, d, var), v in keyed.items() if (a, var) == (RECONSTRUCTION, "mean")})
+        h: (m, {d: v for (a, d, var), v in keyed.items() if (a, var) == paper})
         for h, (m, keyed) in _cell_scores(run_dir, hashes, skipped, name, cache).items()
     }
     found = {h: pair for h, pair in found.items() if pair[1]}
@@ -217,7 +218,7 @@ def curve_figures(
                 pr=_band([pr_on_grid(s, m) for m, s in pairs]),
                 roc=_band([roc_on_grid(s, m) for m, s in pairs]),
             )
-            if mech == MechanismName.NONE.value:
+            if mech == BASELINE:
                 baseline = curves
             else:
                 rows.setdefault(mech, []).append(curves)

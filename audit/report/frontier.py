@@ -21,14 +21,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import Bbox
 
-from audit.config import MechanismName
+from audit.mechanisms import BASELINE
 from audit.report.evidence import Evidence
 from audit.report.figure_style import CHANCE_COLOR as CHANCE_BAND_COLOR
 from audit.report.figure_style import mech_color, report_style
 from audit.report.stats import format_epsilon
 from audit.report.sweet_spots import SweetSpot, recommendation
 
-NONE = MechanismName.NONE.value
 NO_UTILITY_COLOR = "#d9d9d9"
 #: One marker shape per private mechanism (in the report's mechanism order), so that colour is
 #: not the only cue.
@@ -36,7 +35,7 @@ MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 
 
 def _label(e: Evidence) -> str:
-    if e.mech == NONE:
+    if e.mech == BASELINE:
         return "non-private"
     return f"{e.param_label}, ε={format_epsilon(e.epsilon)}"
 
@@ -104,7 +103,7 @@ def frontier_figure(
                 np.array([e.worst_mi_ap_high for e in mine]),
             )
             color = mech_color(mech)
-            private = mech != NONE
+            private = mech != BASELINE
             marker = MARKERS[k % len(MARKERS)] if private else "*"
             container = ax.errorbar(
                 x,

@@ -1,18 +1,18 @@
 """The report's reconstruction and generated-sample grids (paper 003, Figure 6), from the saved
-models and attacked records ``cells/<hash>/{config.json, model.pt, attack_set.npz}`` of one seed,
+models and attacked records ``cells/<hash>/{config.json, model.pt, attack_index.npz}`` of one seed,
 read through :mod:`audit.results`; the records themselves come from the dataset
 (:mod:`audit.datasets`). Nothing of a cell is recomputed.
 
-Images are drawn as image grids (:func:`audit.report.plots.image_grid`), sensor series as line plots
-(:func:`audit.report.plots.series_grid`: one panel per record, one line per channel). Rows are the
-noise levels of one mechanism under the non-private baseline; columns are attacked members and
-non-members (unperturbed D_atk records of the cell, as ``attack_set.npz`` names them, classes in
-turn) or generated samples per class. Generation follows the model family
-(:mod:`models.factory`, :mod:`models.generation`): images decode z ~ N(0, I) with the label;
-series decode z ~ q(z|x) of a real D_train record of the class (the pipeline's class-specific
-sampling; under ldp and vae-ldp the pipeline drew from the perturbed records, which the report
-does not recompute). A cell whose inputs are missing or do not fit is left out with a note in
-``skipped``; a cell finished before ``attack_set.npz`` existed is left out of the grids with a
+Images are drawn as image grids (:func:`audit.report.record_figures.image_grid`), sensor series as
+line plots (:func:`audit.report.record_figures.series_grid`: one panel per record, one line per
+channel). Rows are the noise levels of one mechanism under the non-private baseline; columns are
+attacked members and non-members (unperturbed D_atk records of the cell, as its ``attack_index.npz``
+names them, classes in turn) or generated samples per class. Generation follows the model family
+(:mod:`models.factory`, :mod:`models.generation`): images decode z ~ N(0, I) with the label; series
+decode z ~ q(z|x) of a real D_train record of the class (the pipeline's class-specific sampling;
+under ldp and vae-ldp the pipeline drew from the perturbed records, which the report does not
+recompute). A cell whose inputs are missing or do not fit is left out with a note in ``skipped``; a
+cell finished before ``attack_index.npz`` existed is left out of the grids with a
 note to rerun it with ``--overwrite``.
 """
 
@@ -30,14 +30,14 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from audit import results
-from audit.config import CellConfig, MechanismName
+from audit.config import CellConfig
 from audit.datasets import Dataset, dataset_modality, load_dataset
-from audit.report.plots import image_grid, series_grid
+from audit.mechanisms import BASELINE, find_mechanism
+from audit.report.record_figures import image_grid, series_grid
 from audit.report.skips import skip
 from audit.report.stats import format_epsilon
-from audit.results import AttackedRecords, load_cell_config
+from audit.results import AttackIndex, load_cell_config
 from dpvae_core.records import Modality
-from dpvae_core.seeding import Purpose, torch_generator
 from models.factory import model_family
 from models.generation import Generation, generate
 from models.lstm_vae import without_dp_lstm_aliases
@@ -46,19 +46,20 @@ from models.training import Pair
 log = logging.getLogger(__name__)
 
 N_RECORDS = 4  # members and non-members per reconstruction grid
-#: What a row label's symbol means, so that z (the DP noise multiplier) is not read as the latent.
-NOISE_NOTE = {
-    "cdp": "rows: DP-Adam noise multiplier z",
-    "cdp-termwise": "rows: DP-Adam noise multiplier z",
-    "ldp": "rows: pixelization εᵢ",
-    "vae-ldp": "rows: perturbation noise bound σ",
-}
 #: What a stale, foreign or damaged cell raises while it is loaded for the grids.
 CELL_ERRORS = (ValueError, KeyError, TypeError, OSError, RuntimeError, pickle.UnpicklingError)
 GRID_KIND = {Modality.IMAGE: "image", Modality.SERIES: "series", Modality.POINTS: "points"}
 
 
-def load_model(cell_dir: Path, cell: CellConfig, dataset: Dataset) -> nn.Module:
+def _noise_note(mech: str) -> str:
+    """What a row label's symbol means (the mechanism's parameter description), so that z (the
+    DP noise multiplier) is not read as the latent; empty for the baseline."""
+    mechanism = find_mechanism(mech)
+    about = mechanism.param_description if mechanism is not None else ""
+    return f"; rows: {about}" if about else ""
+
+
+def load_target_vae(cell_dir: Path, cell: CellConfig, dataset: Dataset) -> nn.Module:
     """The cell's trained target VAE (the dataset's model family, in its fast implementation),
     in eval mode; RuntimeError if the weights do not fit."""
     state = results.load_model_state(cell_dir)
@@ -80,19 +81,20 @@ class GridCell:
 
 
 class NoAttackSet(ValueError):
-    """A cell finished before the pipeline saved its attacked records (``attack_set.npz``)."""
+    """A cell finished before the pipeline saved its attacked records (``attack_index.npz``)."""
 
 
 def _rows(dataset: Dataset, index: np.ndarray) -> Pair:
     """The dataset's records at rows ``index`` as the cell saw them: series with fixed channel
-    ranges are mapped to [-1, 1] record by record, as :func:`audit.pipeline.cell_data` does."""
+    ranges are mapped to [-1, 1] record by record, as :func:`audit.cell.membership.cell_data`
+    does."""
     scaler = dataset.channel_ranges
     x = dataset.x[index] if scaler is None else scaler.transform(dataset.x[index])
     return torch.from_numpy(x), torch.from_numpy(dataset.y[index])
 
 
 def _cell_records(
-    dataset: Dataset, attacked: AttackedRecords, k: int
+    dataset: Dataset, attacked: AttackIndex, k: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Up to k members then k non-members of the cell's D_atk, unperturbed, classes in turn:
     (x, y, is_member)."""
@@ -118,28 +120,28 @@ def _classes_in_turn(idx: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
 
 def _grid_cell(cell_dir: Path, row: pd.Series, dataset: Dataset) -> GridCell:
     cell = load_cell_config(cell_dir)
-    if (cell.dataset, cell.mech.value, cell.seed) != (row["dataset"], row["mech"], row["seed"]):
+    if (cell.dataset, cell.mech, cell.seed) != (row["dataset"], row["mech"], row["seed"]):
         raise ValueError(
-            f"config.json says {cell.dataset}/{cell.mech.value}/seed {cell.seed}, "
+            f"config.json says {cell.dataset}/{cell.mech}/seed {cell.seed}, "
             f"runs.csv says {row['dataset']}/{row['mech']}/seed {row['seed']}"
         )
-    attacked = results.read_attack_set(cell_dir)
+    attacked = results.read_attack_index(cell_dir)
     if attacked is None:
         raise NoAttackSet(
-            "no attack_set.npz (the cell finished before attacked records were saved); "
+            "no attack_index.npz (the cell finished before attacked records were saved); "
             "rerun it with --overwrite for its grid"
         )
     for index in (attacked.index, attacked.train_index):
         if len(index) and index.max() >= len(dataset.y):
             raise ValueError(
-                f"attack_set.npz names row {index.max()} of a dataset of {len(dataset.y)} records"
+                f"attack_index.npz names row {index.max()} of a dataset of {len(dataset.y)} records"
             )
     label = (
         "non-private"
-        if row["mech"] == MechanismName.NONE.value
+        if row["mech"] == BASELINE
         else (f"{row['param_label']}\n(ε={format_epsilon(row['epsilon'])})")
     )
-    model = load_model(cell_dir, cell, dataset)
+    model = load_target_vae(cell_dir, cell, dataset)
     records = _cell_records(dataset, attacked, N_RECORDS)
     return GridCell(row["mech"], label, model, records, attacked.train_index)
 
@@ -262,7 +264,7 @@ def _mech_grids(
     labels = classes[torch.arange(max(2 * N_RECORDS, len(classes))) % len(classes)]  # all classes
     samples = [(c.label, _sample(c, labels, seed, dataset)) for c in cells]
     about = f"{name}: {mech}, seed {seed}"
-    note = f"; {NOISE_NOTE[mech]}" if mech in NOISE_NOTE else ""
+    note = _noise_note(mech)
     draw = image_grid if dataset.modality is Modality.IMAGE else series_grid
     how = (
         "latent code ~ N(0, I) with the label"
@@ -291,10 +293,10 @@ def _mech_grids(
 
 def _grids_by_mech(cells: list[GridCell]) -> dict[str, list[GridCell]]:
     """Per private mechanism: the baseline's cells, then its own (or the baseline alone)."""
-    base = [c for c in cells if c.mech == MechanismName.NONE.value]
-    private = list(dict.fromkeys(c.mech for c in cells if c.mech != MechanismName.NONE.value))
+    base = [c for c in cells if c.mech == BASELINE]
+    private = list(dict.fromkeys(c.mech for c in cells if c.mech != BASELINE))
     if not private:
-        return {MechanismName.NONE.value: base}
+        return {BASELINE: base}
     return {m: base + [c for c in cells if c.mech == m] for m in private}
 
 
@@ -311,7 +313,4 @@ def _sample(cell: GridCell, labels: torch.Tensor, seed: int, dataset: Dataset) -
         train = _rows(dataset, cell.train_index)
         x, _ = generate(cell.model, labels, seed=seed, method=Generation.CLASS_LATENT, source=train)
         return x.numpy()
-    gen = torch_generator(seed, Purpose.GENERATE, "report")
-    z = torch.randn(len(labels), cell.model.latent_dim, generator=gen)
-    with torch.inference_mode():
-        return cell.model.decode(z, labels).numpy()
+    return generate(cell.model, labels, seed=seed, stream="report")[0].numpy()

@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit.config import MechanismName
+from audit.mechanisms import BASELINE
 from audit.report.stats import format_epsilon
-
-NONE = MechanismName.NONE.value
 
 
 def interval_text(value: float, low: float, high: float) -> str:
@@ -42,7 +40,7 @@ def epsilon_methods(frame: pd.DataFrame) -> str:
     |D_train| with delta x |D_train| (the expected number of records a mechanism that publishes
     each record outright with probability delta would expose)."""
     cols = [c for c in ("mech", "epsilon_method", "accountant", "delta") if c in frame.columns]
-    claims = frame[frame["mech"] != NONE] if "mech" in frame else frame
+    claims = frame[frame["mech"] != BASELINE] if "mech" in frame else frame
     if claims.empty:
         return ""
     extra = "n_train" in claims.columns and "delta" in claims.columns
@@ -68,7 +66,7 @@ def delta_notes(frame: pd.DataFrame, *, delta_flag_mechs: Sequence[str]) -> list
     ``--delta``."""
     if not {"delta", "n_train", "mech"} <= set(frame.columns):
         return []
-    claims = frame[frame["mech"] != NONE][["mech", "delta", "n_train"]].drop_duplicates()
+    claims = frame[frame["mech"] != BASELINE][["mech", "delta", "n_train"]].drop_duplicates()
     notes = []
     for r in claims.itertuples(index=False):
         delta, n = float(r.delta), float(r.n_train)
@@ -105,7 +103,7 @@ def recommendation_text(rec: Sequence[tuple[float, object]]) -> str:
                 f"- **MI AP ≤ {limit:g}: no setting qualifies** (the sweet-spot table says why)."
             )
             continue
-        what = "no mechanism needed" if spot.mech == NONE else f"{spot.mech} {spot.setting}"
+        what = "no mechanism needed" if spot.mech == BASELINE else f"{spot.mech} {spot.setting}"
         lines.append(
             f"- **MI AP ≤ {limit:g}: {what}** (ε = {format_epsilon(spot.epsilon)}, "
             f"δ = {spot.delta:.2g}): held-out worst-case MI AP {spot.worst_mi_ap:.3f}, 95 % upper "

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-CONFIDENCE = 0.95
+from attacks.uncertainty import CONFIDENCE
 
 
 @dataclass(frozen=True)

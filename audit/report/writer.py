@@ -20,12 +20,13 @@ from audit.report.claim_vs_bound import (
 )
 from audit.report.curves import curve_figures
 from audit.report.epsilon_figures import summary_figures
+from audit.report.evidence import setting_evidence
+from audit.report.figure_style import FORMATS, save_figure
 from audit.report.frontier import frontier_figure
 from audit.report.grids import grid_figures
 from audit.report.headline import detail_table, headline_table, worst_case_figure
 from audit.report.html import REPORT_HTML, write_html
 from audit.report.markdown import Section, recommendation_text, render_markdown
-from audit.report.plots import save_figure
 from audit.report.summaries import (
     MI_AP_LIMITS,
     distance_summary,
@@ -35,21 +36,13 @@ from audit.report.summaries import (
     setting_summary,
     utility_note,
 )
-from audit.report.sweet_spots import (
-    recommendation,
-    setting_evidence,
-    spots_frame,
-    sweet_spot_table,
-    sweet_spots,
-)
+from audit.report.sweet_spots import recommendation, spots_frame, sweet_spot_table, sweet_spots
 from audit.results import clean_temp_files, locked_dir, unfinished_cells
+from audit.results.layout import REPORT_DIR, REPORT_MD
 
 log = logging.getLogger(__name__)
 
-REPORT_DIR = "report"
-REPORT_MD = "report.md"
 SWEET_SPOTS_CSV = "sweet_spots.csv"
-FORMATS = ("png", "pdf")
 
 
 @dataclass

@@ -5,12 +5,12 @@ The sweep, the report and the gate read and write a run directory only through t
     OUT/run.json            the run manifest: the configuration all its cells share, and the
                             cells every sweep into OUT planned (schema-versioned, atomic)
     OUT/cells/<hash>/       one cell: config.json, ..., rows.json (written last: "finished")
-                            model.pt, scores.npz and attack_set.npz (the attacked records'
+                            model.pt, scores.npz and attack_index.npz (the attacked records'
                             rows in the dataset), which the report reads (load_*, read_*)
     OUT/cells/<hash>/.lock  held while a sweep computes that cell
     OUT/runs.csv            rebuilt from the cells after each cell; never read back as a source
     OUT/reference-models/<key>/   reference VAEs shared by the cells of a dataset, seed and
-                            recipe (:mod:`audit.reference_models`, which reads and writes them)
+                            recipe (:mod:`audit.cell.reference_cache`, which reads and writes them)
     OUT/.runs.csv.lock      held while runs.csv is rebuilt
     OUT/.run.json.lock      held while run.json is read and updated
     OUT/.sweep.lock         shared by every running sweep; exclusive while orphans are cleaned
@@ -23,12 +23,12 @@ from the cells (:func:`load_rows`), so a torn ``runs.csv`` costs nothing; a torn
 The package keeps one concept per module: :mod:`~audit.results.layout` (file names),
 :mod:`~audit.results.locks`, :mod:`~audit.results.manifest` (the run configuration),
 :mod:`~audit.results.cells` (one cell's files) and :mod:`~audit.results.table` (``runs.csv``).
-Columns derived across rows (phi, utility validity, the worst case) are :mod:`audit.derived`.
+Columns derived across rows (phi, utility validity, the worst case) are :mod:`audit.rows.derived`.
 Callers import the names below from ``audit.results``.
 """
 
 from audit.results.cells import (
-    AttackedRecords,
+    AttackIndex,
     cell_config,
     cell_configs,
     cell_rows,
@@ -37,14 +37,13 @@ from audit.results.cells import (
     load_attack_scores,
     load_cell_config,
     load_model_state,
-    load_scores,
     parse_scores_key,
-    read_attack_set,
+    read_attack_index,
     scores_key,
-    write_attack_set,
+    write_attack_index,
 )
 from audit.results.layout import (
-    ATTACK_SET_FILE,
+    ATTACK_INDEX_FILE,
     CELLS_DIR,
     CONFIG_FILE,
     MANIFEST,
@@ -83,7 +82,7 @@ from audit.results.table import (
 )
 
 __all__ = [
-    "ATTACK_SET_FILE",
+    "ATTACK_INDEX_FILE",
     "CELLS_DIR",
     "CONFIG_FILE",
     "MANIFEST",
@@ -92,7 +91,7 @@ __all__ = [
     "SCORES_FILE",
     "GRID_OPTIONS",
     "RUN_OPTIONS",
-    "AttackedRecords",
+    "AttackIndex",
     "cell_config",
     "cell_configs",
     "cell_hash",
@@ -110,7 +109,6 @@ __all__ = [
     "load_cell_config",
     "load_model_state",
     "load_rows",
-    "load_scores",
     "locked",
     "locked_dir",
     "manifest_of",
@@ -118,13 +116,13 @@ __all__ = [
     "parse_scores_key",
     "planned_cells",
     "unfinished_cells",
-    "read_attack_set",
+    "read_attack_index",
     "read_manifest",
     "run_hash",
     "run_settings",
     "scores_key",
     "setting_hash",
     "sweep_session",
-    "write_attack_set",
+    "write_attack_index",
     "write_csv",
 ]

@@ -17,13 +17,13 @@ from audit import io
 from audit.config import CellConfig
 from audit.mechanisms import cell_from_canonical
 from audit.results.layout import (
-    ATTACK_SET_FILE,
+    ATTACK_INDEX_FILE,
     CELLS_DIR,
     CONFIG_FILE,
     MODEL_FILE,
     SCORES_PREFIX,
 )
-from audit.rows import PLAIN_VARIANT
+from audit.rows.row import PLAIN_VARIANT
 
 log = logging.getLogger(__name__)
 
@@ -158,21 +158,10 @@ def load_attack_scores(
     return is_member, scores
 
 
-def load_scores(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """(is_member (n,) bool, {distance: scores (n,)}) of the reconstruction attack from a cell's
-    ``scores.npz`` (:func:`load_attack_scores`); a ValueError where it has none."""
-    is_member, keyed = load_attack_scores(path)
-    scores = {d: v for (a, d, var), v in keyed.items() if (a, var) == ("reconstruction", "mean")}
-    if not scores:
-        raise ValueError(
-            f"{path}: no reconstruction scores (found {sorted(scores_key(*k) for k in keyed)})"
-        )
-    return is_member, scores
-
-
 @dataclass(frozen=True)
-class AttackedRecords:
-    """Which dataset records a cell attacked, as rows of the loaded dataset (``Dataset.x``).
+class AttackIndex:
+    """A cell's attack index: which dataset records its D_atk holds, as rows of the loaded
+    dataset (``Dataset.x``), saved so the report can show them without recomputing D_atk.
 
     ``index`` (n,): each D_atk record's row, in the order the attack scored them (the order of
     ``scores.npz``: members, then non-members); ``is_member`` (n,) bool; ``train_index`` (m,):
@@ -199,11 +188,11 @@ class AttackedRecords:
             )
 
 
-def write_attack_set(cell_dir: Path, records: AttackedRecords) -> None:
-    """``cell_dir/attack_set.npz``: index (int64), is_member (bool), train_index (int64) and
+def write_attack_index(cell_dir: Path, records: AttackIndex) -> None:
+    """``cell_dir/attack_index.npz``: index (int64), is_member (bool), train_index (int64) and
     schema_version, atomically."""
     io.save_npz(
-        Path(cell_dir) / ATTACK_SET_FILE,
+        Path(cell_dir) / ATTACK_INDEX_FILE,
         {
             "index": records.index.astype(np.int64),
             "is_member": records.is_member,
@@ -212,10 +201,10 @@ def write_attack_set(cell_dir: Path, records: AttackedRecords) -> None:
     )
 
 
-def read_attack_set(cell_dir: Path) -> AttackedRecords | None:
-    """A cell's attacked records; None where it has no ``attack_set.npz`` (a cell finished
+def read_attack_index(cell_dir: Path) -> AttackIndex | None:
+    """A cell's attack index; None where it has no ``attack_index.npz`` (a cell finished
     before the records were saved), ValueError naming the file where it is damaged or foreign."""
-    path = Path(cell_dir) / ATTACK_SET_FILE
+    path = Path(cell_dir) / ATTACK_INDEX_FILE
     if not path.is_file():
         return None
     try:
@@ -231,6 +220,6 @@ def read_attack_set(cell_dir: Path) -> AttackedRecords | None:
     if missing:
         raise ValueError(f"{path} lacks {missing} (found {sorted(arrays)})")
     try:
-        return AttackedRecords(arrays["index"], arrays["is_member"], arrays["train_index"])
+        return AttackIndex(arrays["index"], arrays["is_member"], arrays["train_index"])
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None

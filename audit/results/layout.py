@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from audit.rows import RESULT_KEY
+from audit.rows.row import RESULT_KEY
 
 CELLS_DIR = "cells"
 RUNS_CSV = "runs.csv"
@@ -13,7 +13,10 @@ MANIFEST = "run.json"
 CONFIG_FILE = "config.json"
 MODEL_FILE = "model.pt"
 SCORES_FILE = "scores.npz"
-ATTACK_SET_FILE = "attack_set.npz"
+ATTACK_INDEX_FILE = "attack_index.npz"
+#: A run's report: ``OUT/report/report.md`` (a sweep's or a folder of attacked releases').
+REPORT_DIR = "report"
+REPORT_MD = "report.md"
 #: What ``io`` names its temporary files: mkstemp's ``.NAME.XXXXXXXX.tmp``.
 TEMP_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
 SORT_KEYS = ["dataset", "mech", "param_value", "seed", *RESULT_KEY]

@@ -11,13 +11,14 @@ from typing import Any
 
 import pandas as pd
 
-from audit import derived, io
+from audit import io
 from audit.config import check_cache_schema
 from audit.results.cells import cell_config, cell_rows, is_finished
 from audit.results.layout import CELLS_DIR, RUNS_CSV, SORT_KEYS
 from audit.results.locks import locked
 from audit.results.manifest import planned_hashes, run_hash, setting_hash
-from audit.rows import COLLECTED_COLUMNS, COLUMNS, RESULT_KEY
+from audit.rows import derived
+from audit.rows.row import COLLECTED_COLUMNS, COLUMNS, RESULT_KEY
 
 log = logging.getLogger(__name__)
 

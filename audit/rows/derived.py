@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from audit.config import MechanismName
+from audit.mechanisms import BASELINE
 from audit.rows.row import RESULT_KEY
 from audit.rows.tradeoff import above_chance, chance_accuracy, phi_clipped, phi_score
 
@@ -122,7 +122,7 @@ def _phi_pair(row: Any, b: Any, *, prefix: str, what: str) -> Phi:
 
 def _phi(frame: pd.DataFrame, row: Any) -> Phi:
     """phi of the row's attack result against the same result on its baseline cell."""
-    if row.mech == MechanismName.NONE.value:
+    if row.mech == BASELINE:
         return NO_PHI
     base = _baseline(frame, row)
     return NO_PHI if base.empty else _phi_pair(row, base.iloc[0], prefix="", what="phi")
@@ -172,7 +172,7 @@ def _phi_worst(frame: pd.DataFrame, row: Any) -> Phi:
     """phi of the row's cell at its held-out worst case (``worst_mi_ap``: the attack picked on
     one half of D_atk, measured on the other) against the baseline cell's held-out worst case;
     NaN where either is unknown."""
-    if row.mech == MechanismName.NONE.value or "worst_mi_ap" not in frame:
+    if row.mech == BASELINE or "worst_mi_ap" not in frame:
         return NO_PHI
     base = frame[frame.config_hash == row.baseline_hash]
     return NO_PHI if base.empty else _phi_pair(row, base.iloc[0], prefix="worst_", what="phi_worst")

@@ -12,13 +12,13 @@ from attacks.features import flat_features
 from attacks.threat import Records, Release
 from tests.attacks.fakes import noisy_copies, uniform_records
 from tests.attacks.null_band import inside_band
-from tests.attacks.test_monte_carlo import SHAPE, attack_set, null_release
+from tests.attacks.test_monte_carlo import SHAPE, attack_data, null_release
 
 KEY = ResultKey(Measure.PCA_KDE, Variant.LOG_RATIO)
 
 
 def test_generator_that_memorised_its_members_is_caught() -> None:
-    data = attack_set(60, 60, seed=0)
+    data = attack_data(60, 60, seed=0)
     members = data.x[data.is_member]
     x = noisy_copies(members, copies=4, std=0.05, seed=1)
     ref_x, ref_y = uniform_records(300, SHAPE, seed=2)
@@ -32,7 +32,7 @@ def test_generator_that_memorised_its_members_is_caught() -> None:
 
 @pytest.mark.statistical
 def test_generator_independent_of_both_sets_scores_inside_the_null_band() -> None:
-    data = attack_set(100, 100, seed=10)
+    data = attack_data(100, 100, seed=10)
     result = DomiasAttack(seed=0).run_release(null_release(seed=11), data)[KEY]
     assert inside_band(result.scores, result.is_member)
 
@@ -72,7 +72,7 @@ def test_log_ratio_equals_a_naive_kernel_sum(n: int, dim: int, record_chunk: int
 
 
 def test_scores_are_deterministic_and_do_not_depend_on_chunking() -> None:
-    data = attack_set(10, 10, seed=3)
+    data = attack_data(10, 10, seed=3)
     release = null_release(seed=4, m=120)
     done: list[int] = []
     first = DomiasAttack(seed=1, record_chunk=3).run_release(release, data, progress=done.append)
@@ -86,7 +86,7 @@ def test_scores_are_deterministic_and_do_not_depend_on_chunking() -> None:
 def test_release_without_reference_records_is_refused_by_name() -> None:
     release = Release(samples=null_release(seed=0, m=20).samples)
     with pytest.raises(ValueError, match="'domias' needs reference-records, which this release"):
-        DomiasAttack(seed=0).run_release(release, attack_set(2, 2, seed=0))
+        DomiasAttack(seed=0).run_release(release, attack_data(2, 2, seed=0))
 
 
 def test_too_few_samples_for_the_kde_are_refused() -> None:
@@ -94,7 +94,7 @@ def test_too_few_samples_for_the_kde_are_refused() -> None:
     ref_x, ref_y = uniform_records(50, SHAPE, seed=1)
     release = Release(samples=Records(x, y), reference=Records(ref_x, ref_y))
     with pytest.raises(ValueError, match="got 5 records in 10 dimensions; lower pca_components"):
-        DomiasAttack(seed=0).run_release(release, attack_set(2, 2, seed=0))
+        DomiasAttack(seed=0).run_release(release, attack_data(2, 2, seed=0))
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")  # PCA
@@ -107,12 +107,12 @@ def test_a_collapsed_generator_scores_nan_with_a_warning_not_an_error(caplog) ->
     ref_x, ref_y = uniform_records(50, SHAPE, seed=1)
     release = Release(samples=collapsed, reference=Records(ref_x, ref_y))
     with caplog.at_level("WARNING"):
-        result = DomiasAttack(seed=0).run_release(release, attack_set(4, 4, seed=0))[KEY]
+        result = DomiasAttack(seed=0).run_release(release, attack_data(4, 4, seed=0))[KEY]
     assert result.nonfinite == 8 and np.ptp(result.scores) == 0  # all NaN, ranked as ties
     assert "lower-dimensional subspace" in caplog.text
     degenerate_reference = Release(samples=Records(x, y), reference=collapsed)
     with pytest.raises(np.linalg.LinAlgError):
-        DomiasAttack(seed=0).run_release(degenerate_reference, attack_set(4, 4, seed=0))
+        DomiasAttack(seed=0).run_release(degenerate_reference, attack_data(4, 4, seed=0))
 
 
 def test_bad_configuration_is_refused() -> None:

@@ -25,13 +25,13 @@ RAW = ResultKey(Distance.MSE, Variant.RAW)
 CALIBRATED = ResultKey(Distance.MSE, Variant.CALIBRATED)
 
 
-def attack_set(n_members: int, n_non_members: int, *, seed: int) -> AttackData:
+def attack_data(n_members: int, n_non_members: int, *, seed: int) -> AttackData:
     x, y = uniform_records(n_members + n_non_members, SHAPE, seed=seed, n_classes=3)
     return AttackData(x=x, y=y, is_member=np.arange(x.shape[0]) < n_members)
 
 
 def test_decoder_that_can_output_its_members_exactly_is_caught() -> None:
-    data = attack_set(20, 20, seed=0)
+    data = attack_data(20, 20, seed=0)
     decoder = MemberSpanDecoder(data.x[data.is_member])
     attack = LatentSearchAttack(seed=0, n_steps=60, lr=0.1)
     result = attack.run_release(Release(decoder=decoder), data)[RAW]
@@ -41,7 +41,7 @@ def test_decoder_that_can_output_its_members_exactly_is_caught() -> None:
 
 def test_oracle_is_caught_by_the_calibrated_variant() -> None:
     """Reference decoders that can output other records (reference records) exactly."""
-    data = attack_set(20, 20, seed=0)
+    data = attack_data(20, 20, seed=0)
     target = MemberSpanDecoder(data.x[data.is_member])
     references = [MemberSpanDecoder(uniform_records(20, SHAPE, seed=50 + r)[0]) for r in range(2)]
     attack = LatentSearchAttack(seed=0, n_steps=60, lr=0.1)
@@ -66,7 +66,7 @@ def test_calibration_beats_the_raw_score_where_records_differ_in_difficulty(seed
 
 @pytest.mark.statistical
 def test_decoder_independent_of_both_sets_scores_inside_the_null_band() -> None:
-    data = attack_set(100, 100, seed=10)
+    data = attack_data(100, 100, seed=10)
     decoder = RandomLinearModel(record_shape=SHAPE, latent_dim=4, seed=11)
     reference = RandomLinearModel(record_shape=SHAPE, latent_dim=4, seed=12)
     release = Release(decoder=decoder, reference_models=[reference])
@@ -77,7 +77,7 @@ def test_decoder_independent_of_both_sets_scores_inside_the_null_band() -> None:
 
 
 def test_calibrated_score_subtracts_the_reference_searches() -> None:
-    data = attack_set(4, 4, seed=1)
+    data = attack_data(4, 4, seed=1)
     target, ref_a, ref_b = (small_vae(s) for s in (0, 1, 2))
     attack = LatentSearchAttack(seed=3, n_steps=5, n_starts=3)
     release = Release(decoder=target, reference_models=(ref_a, ref_b))
@@ -91,7 +91,7 @@ def test_calibrated_score_subtracts_the_reference_searches() -> None:
 def test_a_nonprivate_reference_set_gives_its_own_labelled_variant() -> None:
     """The mechanism-copying set scores ``calibrated``; the non-private set beside it scores
     ``calibrated-nonprivate``, each against its own models only."""
-    data = attack_set(4, 4, seed=1)
+    data = attack_data(4, 4, seed=1)
     target, copying, plain = (small_vae(s) for s in (0, 1, 2))
     attack = LatentSearchAttack(seed=3, n_steps=5, n_starts=3)
     release = Release(
@@ -124,7 +124,7 @@ def test_start_is_the_best_prior_draw_of_a_naive_loop(n: int) -> None:
 
 @pytest.mark.parametrize("batch_size", [1, 3, 100])
 def test_scores_do_not_depend_on_batching(batch_size: int) -> None:
-    data = attack_set(4, 3, seed=2)
+    data = attack_data(4, 3, seed=2)
     vae = small_vae(5)
     whole = LatentSearchAttack(seed=1, n_steps=8, n_starts=3, batch_size=7)
     batched = LatentSearchAttack(seed=1, n_steps=8, n_starts=3, batch_size=batch_size)
@@ -134,7 +134,7 @@ def test_scores_do_not_depend_on_batching(batch_size: int) -> None:
 
 
 def test_same_seed_gives_identical_scores_and_model_mode_is_restored() -> None:
-    data = attack_set(3, 3, seed=3)
+    data = attack_data(3, 3, seed=3)
     vae = small_vae(6).train(True)
 
     def run(seed: int) -> np.ndarray:
@@ -149,7 +149,7 @@ def test_same_seed_gives_identical_scores_and_model_mode_is_restored() -> None:
 
 
 def test_search_lowers_the_objective() -> None:
-    data = attack_set(3, 3, seed=4)
+    data = attack_data(3, 3, seed=4)
     vae = small_vae(7)
     short = LatentSearchAttack(seed=0, n_steps=1, n_starts=1, lr=0.01)
     long = LatentSearchAttack(seed=0, n_steps=60, n_starts=1, lr=0.01)
@@ -158,7 +158,7 @@ def test_search_lowers_the_objective() -> None:
 
 def test_release_without_a_decoder_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="'latent-search' needs decoder"):
-        LatentSearchAttack(seed=0).run_release(Release(), attack_set(1, 1, seed=0))
+        LatentSearchAttack(seed=0).run_release(Release(), attack_data(1, 1, seed=0))
 
 
 @pytest.mark.parametrize(

@@ -30,14 +30,14 @@ from tests.attacks.test_reconstruction import small_vae
 SHAPE = (1, 8, 8)
 
 
-def attack_set(n_members: int, n_non_members: int, *, seed: int) -> AttackData:
+def attack_data(n_members: int, n_non_members: int, *, seed: int) -> AttackData:
     x, y = uniform_records(n_members + n_non_members, SHAPE, seed=seed, n_classes=3)
     return AttackData(x=x, y=y, is_member=np.arange(x.shape[0]) < n_members)
 
 
 @pytest.mark.parametrize("likelihood", ["bernoulli", "gaussian"])
 def test_model_whose_likelihood_is_high_on_members_is_caught(likelihood: str) -> None:
-    data = attack_set(40, 40, seed=0)
+    data = attack_data(40, 40, seed=0)
     model = ScaledMemorisingModel(data.x[data.is_member], seed=1)
     attack = LikelihoodAttack(seed=0, n_importance=4, likelihood=likelihood, gaussian_std=0.1)
     results = attack.run_release(Release(model=model), data)
@@ -49,7 +49,7 @@ def test_model_whose_likelihood_is_high_on_members_is_caught(likelihood: str) ->
 
 @pytest.mark.statistical
 def test_model_independent_of_both_sets_scores_inside_the_null_band() -> None:
-    data = attack_set(100, 100, seed=10)
+    data = attack_data(100, 100, seed=10)
 
     def linear(seed: int) -> RandomLinearModel:
         return RandomLinearModel(record_shape=SHAPE, latent_dim=4, seed=seed)
@@ -65,7 +65,7 @@ def test_model_independent_of_both_sets_scores_inside_the_null_band() -> None:
 @pytest.mark.parametrize("n_references", [2, LIRA_PER_RECORD_MIN_MODELS])
 def test_oracle_is_caught_by_the_calibrated_variants(n_references: int) -> None:
     """Reference VAEs that memorised other records (reference records) score D_atk alike."""
-    data = attack_set(40, 40, seed=0)
+    data = attack_data(40, 40, seed=0)
     target = ScaledMemorisingModel(data.x[data.is_member], seed=1)
     references = [
         ScaledMemorisingModel(uniform_records(40, SHAPE, seed=100 + r)[0], seed=200 + r)
@@ -127,7 +127,7 @@ def naive_iwae(model, x, y, *, seed: int, first_index: int, k: int) -> float:
 
 @pytest.mark.parametrize("max_decoded", [1, 3, 1000])
 def test_scores_equal_a_naive_loop_whatever_the_chunking(max_decoded: int) -> None:
-    data = attack_set(3, 2, seed=2)
+    data = attack_data(3, 2, seed=2)
     vae = small_vae(3)
     attack = LikelihoodAttack(seed=4, n_importance=5, max_decoded=max_decoded)
     scores = attack.log_likelihoods(vae, data)
@@ -139,7 +139,7 @@ def test_scores_equal_a_naive_loop_whatever_the_chunking(max_decoded: int) -> No
 
 
 def test_same_seed_gives_identical_scores() -> None:
-    data = attack_set(3, 3, seed=3)
+    data = attack_data(3, 3, seed=3)
     vae = small_vae(1)
     first = LikelihoodAttack(seed=2, n_importance=6).log_likelihoods(vae, data)
     again = LikelihoodAttack(seed=2, n_importance=6).log_likelihoods(vae, data)
@@ -175,7 +175,7 @@ def test_lira_offline_with_few_models_ranks_as_the_calibrated_variant() -> None:
 
 
 def test_calibrated_variants_use_the_reference_vaes() -> None:
-    data = attack_set(3, 3, seed=5)
+    data = attack_data(3, 3, seed=5)
     target, refs = small_vae(0), [small_vae(1), small_vae(2)]
     attack = LikelihoodAttack(seed=1, n_importance=3)
     results = attack.run_release(Release(model=target, reference_models=refs), data)
@@ -187,7 +187,7 @@ def test_calibrated_variants_use_the_reference_vaes() -> None:
 
 
 def test_a_nonprivate_reference_set_gives_its_own_labelled_variants() -> None:
-    data = attack_set(3, 3, seed=5)
+    data = attack_data(3, 3, seed=5)
     target, copying, plain = small_vae(0), [small_vae(1), small_vae(2)], [small_vae(3)]
     attack = LikelihoodAttack(seed=1, n_importance=3)
     release = Release(model=target, reference_models=copying, nonprivate_reference_models=plain)
@@ -210,7 +210,7 @@ def test_a_nonprivate_reference_set_gives_its_own_labelled_variants() -> None:
 def test_decoder_only_release_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="'likelihood' needs encoder, which this release lacks"):
         LikelihoodAttack(seed=0).run_release(
-            Release(decoder=small_vae(0)), attack_set(1, 1, seed=0)
+            Release(decoder=small_vae(0)), attack_data(1, 1, seed=0)
         )
 
 

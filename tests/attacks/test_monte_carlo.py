@@ -16,7 +16,7 @@ from tests.attacks.null_band import inside_band
 SHAPE = (1, 8, 8)
 
 
-def attack_set(n_members: int, n_non_members: int, *, seed: int) -> AttackData:
+def attack_data(n_members: int, n_non_members: int, *, seed: int) -> AttackData:
     x, y = uniform_records(n_members + n_non_members, SHAPE, seed=seed, n_classes=3)
     is_member = np.arange(x.shape[0]) < n_members
     return AttackData(x=x, y=y, is_member=is_member)
@@ -46,7 +46,7 @@ ALL_KEYS = [
 
 
 def test_generator_that_memorised_its_members_is_caught() -> None:
-    data = attack_set(60, 60, seed=0)
+    data = attack_data(60, 60, seed=0)
     results = MonteCarloAttack(seed=0).run_release(oracle_release(data, seed=1), data)
     assert sorted(results, key=str) == sorted(ALL_KEYS, key=str)
     for result in results.values():
@@ -57,7 +57,7 @@ def test_generator_that_memorised_its_members_is_caught() -> None:
 @pytest.mark.statistical
 def test_generator_independent_of_both_sets_scores_inside_the_null_band() -> None:
     """Members and non-members are exchangeable: AP follows its permutation law (99.8 % band)."""
-    data = attack_set(100, 100, seed=10)
+    data = attack_data(100, 100, seed=10)
     results = MonteCarloAttack(seed=0).run_release(null_release(seed=11), data)
     for result in results.values():
         assert inside_band(result.scores, result.is_member), result.key
@@ -122,7 +122,7 @@ def test_scores_equal_a_naive_loop(n, m, dim, same_class, percentile) -> None:
 @pytest.mark.parametrize(("sample_chunk", "record_chunk"), [(2, 16), (45, 1), (7, 5), (10**6, 3)])
 def test_scores_do_not_depend_on_chunking(sample_chunk: int, record_chunk: int) -> None:
     """Memory is set by the chunks, not by m; the scores must not be."""
-    data = attack_set(8, 8, seed=3)
+    data = attack_data(8, 8, seed=3)
     release = null_release(seed=4, m=45)
     reference = MonteCarloAttack(seed=0).run_release(release, data)
     chunked = MonteCarloAttack(seed=0, sample_chunk=sample_chunk, record_chunk=record_chunk)
@@ -131,7 +131,7 @@ def test_scores_do_not_depend_on_chunking(sample_chunk: int, record_chunk: int) 
 
 
 def test_same_seed_gives_identical_scores() -> None:
-    data = attack_set(15, 15, seed=5)
+    data = attack_data(15, 15, seed=5)
     release = null_release(seed=6, m=90)
     first = MonteCarloAttack(seed=3).run_release(release, data)
     again = MonteCarloAttack(seed=3).run_release(release, data)
@@ -154,7 +154,7 @@ def test_pca_is_fitted_on_the_reference_records_only() -> None:
 
 
 def test_without_reference_records_only_the_pixel_space_runs() -> None:
-    data = attack_set(5, 5, seed=0)
+    data = attack_data(5, 5, seed=0)
     release = Release(samples=null_release(seed=1, m=30).samples)
     results = MonteCarloAttack(seed=0).run_release(release, data, progress=(done := []).append)
     assert {key.distance for key in results} == {Measure.PIXEL_L2}
@@ -166,11 +166,11 @@ def test_without_reference_records_only_the_pixel_space_runs() -> None:
 
 def test_release_without_samples_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="'monte-carlo' needs samples, which this release lacks"):
-        MonteCarloAttack(seed=0).run_release(Release(), attack_set(2, 2, seed=0))
+        MonteCarloAttack(seed=0).run_release(Release(), attack_data(2, 2, seed=0))
 
 
 def test_missing_class_in_samples_is_refused() -> None:
-    data = attack_set(3, 3, seed=0)
+    data = attack_data(3, 3, seed=0)
     x, _ = uniform_records(4, SHAPE, seed=1)
     release = Release(samples=Records(x, torch.zeros(4, dtype=torch.int64)))
     with pytest.raises(ValueError, match=r"no samples of labels \[1, 2\]"):

@@ -5,17 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from audit.config import (
-    CACHE_SCHEMA,
-    PROFILES,
-    CellConfig,
-    MechanismName,
-    ProfileName,
-    SweepConfig,
-    override_profile,
-)
+from audit.config import CACHE_SCHEMA, CellConfig, SweepConfig
 from audit.mechanisms import cell_from_canonical, make_cell
 from audit.mechanisms.cdp import CdpOptions
+from audit.profiles import PROFILES, ProfileName, override_profile
 from dpvae_core.seeding import Purpose, derive_seed
 
 QUICK = PROFILES[ProfileName.QUICK]
@@ -29,7 +22,7 @@ NOISE_CDP, NOISE_NONE = "66dd7f7af31e5a2f", "94f20125862347e4"
 def _sweep(**kw):
     base = dict(
         dataset="digits",
-        mechs=(MechanismName.NONE,),
+        mechs=("none",),
         profile_name=ProfileName.QUICK,
         profile=QUICK,
         seeds=(0,),
@@ -39,10 +32,9 @@ def _sweep(**kw):
 
 
 def test_cell_hash_is_canonical_and_sensitive():
-    a = CellConfig("digits", MechanismName.CDP, "noise_multiplier", 1.0, 0, QUICK)
+    a = CellConfig("digits", "cdp", "noise_multiplier", 1.0, 0, QUICK)
     assert (
-        a.config_hash
-        == CellConfig("digits", MechanismName.CDP, "noise_multiplier", 1.0, 0, QUICK).config_hash
+        a.config_hash == CellConfig("digits", "cdp", "noise_multiplier", 1.0, 0, QUICK).config_hash
     )
     assert a.config_hash != replace(a, seed=1).config_hash
     assert a.config_hash != replace(a, profile=replace(QUICK, epochs=31)).config_hash
@@ -84,7 +76,7 @@ def test_a_cells_hash_is_pinned_under_its_cache_schema():
     schema; hashes and noise keys are pinned, so a change that moves a hash without raising
     CACHE_SCHEMA, or moves a noise key at all, fails here."""
     options = {"profile_name": "quick", "data_sha256": "d" * 64, "clip_norm": 1.0}
-    cell = make_cell("digits", MechanismName.CDP, "noise_multiplier", 1.0, 0, QUICK, options)
+    cell = make_cell("digits", "cdp", "noise_multiplier", 1.0, 0, QUICK, options)
     assert cell.options == (("profile_name", "quick"), ("data_sha256", "d" * 64))
     assert cell.mech_options == CdpOptions(clip_norm=1.0)  # typed
     canonical = cell.canonical()
@@ -92,7 +84,7 @@ def test_a_cells_hash_is_pinned_under_its_cache_schema():
     assert "attacks" not in canonical and "audit" not in canonical  # at their defaults
     assert "reference_models" not in canonical["profile"]  # this cell trains none
     assert cell.config_hash == PINNED_CDP and cell.noise_key == NOISE_CDP
-    base = CellConfig("digits", MechanismName.NONE, "none", None, 3, QUICK, cell.options[:1])
+    base = CellConfig("digits", "none", "none", None, 3, QUICK, cell.options[:1])
     assert base.config_hash == PINNED_NONE and base.noise_key == NOISE_NONE
     audited = replace(cell, audit=True, attacks=("reconstruction", "likelihood"))
     assert audited.canonical()["audit"] is True
@@ -105,7 +97,7 @@ def test_a_cells_hash_is_pinned_under_its_cache_schema():
 @pytest.mark.parametrize("schema", [None, 1, CACHE_SCHEMA + 1])
 def test_a_cell_config_of_another_cache_schema_is_refused_in_one_line(schema):
     run = {"profile_name": "quick"}
-    cell = make_cell("digits", MechanismName.NONE, "none", None, 0, QUICK, run)
+    cell = make_cell("digits", "none", "none", None, 0, QUICK, run)
     body = {k: v for k, v in cell.canonical().items() if k != "cache_schema"}
     if schema is not None:
         body["cache_schema"] = schema
@@ -131,7 +123,7 @@ def test_a_cell_config_of_another_cache_schema_is_refused_in_one_line(schema):
     ],
 )
 def test_downloadable_lfw_caps_d_train_per_person(dataset, profile, cap):
-    from audit.config import profile_for_dataset
+    from audit.profiles import profile_for_dataset
 
     assert profile_for_dataset(ProfileName(profile), dataset).max_train == cap
 
@@ -150,7 +142,7 @@ def test_max_train_on_the_command_line_overrides_the_per_person_cap():
 def test_reference_models_are_in_the_hash_of_calibrating_cells_only():
     """R changes the rows of cells whose attacks calibrate (latent search, likelihood) and of no
     other cell, so the others keep their hashes (and R = 0 is hashed as no reference models)."""
-    plain = CellConfig("digits", MechanismName.NONE, "none", None, 0, QUICK)
+    plain = CellConfig("digits", "none", "none", None, 0, QUICK)
     none = replace(plain, profile=replace(QUICK, reference_models=None))
     assert QUICK.reference_models == 2 and plain.reference_models == 0
     assert "reference_models" not in plain.canonical()["profile"]
@@ -180,9 +172,9 @@ def test_one_run_mixes_cells_with_and_without_reference_models():
     and likelihood); a later sweep into the same run with ``--attack reconstruction`` adds cells
     that train none: all belong to one run configuration."""
     from audit.results import manifest_of
-    from audit.sweep import build_cells
+    from audit.sweep.plan import build_cells
 
-    mechs = (MechanismName.NONE, MechanismName.DP2VAE)
+    mechs = ("none", "dp2vae")
     pairs = build_cells(_sweep(mechs=mechs, grid=(1.0,)))
     assert all(cell.reference_models == QUICK.reference_models for cell, _ in pairs)
     plain = build_cells(_sweep(grid=(1.0,), attacks=("reconstruction",)))
@@ -203,7 +195,7 @@ def test_one_run_mixes_cells_with_and_without_reference_models():
 def test_lfw_quick_takes_its_measured_learning_rate_epochs_and_classifier(
     dataset, profile, lr, epochs, classifier
 ):
-    from audit.config import profile_for_dataset
+    from audit.profiles import profile_for_dataset
 
     got = profile_for_dataset(ProfileName(profile), dataset)
     assert (got.lr, got.epochs, got.classifier) == (lr, epochs, classifier)
@@ -229,7 +221,7 @@ def test_a_flag_overrides_the_dataset_profile_setting():
 
 
 def test_lfw_subset_quick_draws_200_generated_records_for_cis_budget():
-    from audit.config import profile_for_dataset
+    from audit.profiles import profile_for_dataset
 
     assert profile_for_dataset(ProfileName.QUICK, "lfw-subset").gen_records == 200
     assert profile_for_dataset(ProfileName.STANDARD, "lfw-subset").gen_records == 1000

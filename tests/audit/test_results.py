@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 
 from audit import io, results
-from audit.config import CACHE_SCHEMA, PROFILES, MechanismName, ProfileName, SweepConfig
+from audit.config import CACHE_SCHEMA, SweepConfig
 from audit.mechanisms import build_options
+from audit.profiles import PROFILES, ProfileName
 from audit.report import write_report
 from audit.report.summaries import load_runs
-from audit.sweep import build_cells
+from audit.sweep.plan import build_cells
 from benchmark import main
 from tests.audit.fakes import cell_config, write_cell
 
@@ -28,13 +29,13 @@ def _configs(tmp_path, mechs=("cdp",), options=(), epochs=40):
     profile = PROFILES[ProfileName.QUICK]
     config = SweepConfig(
         dataset="digits",
-        mechs=tuple(MechanismName(m) for m in mechs),
+        mechs=tuple(m for m in mechs),
         profile_name=ProfileName.QUICK,
         profile=profile.__class__(**{**vars(profile), "epochs": epochs}),
         seeds=(0,),
         out=tmp_path,
         grid=(1.0,),
-        mech_options=build_options([MechanismName(m) for m in mechs], dict(options)),
+        mech_options=build_options([m for m in mechs], dict(options)),
     )
     return [cell.canonical() for cell, _ in build_cells(config, data_sha256="a" * 64)]
 
@@ -187,39 +188,39 @@ def test_restored_floats_round_trip_non_finite_numbers(tmp_path):
     assert frame["epsilon"].dtype.kind == "f" and math.isinf(frame["epsilon"].iloc[0])
 
 
-# ---- attack_set.npz: the attacked records' rows in the dataset ------------------------------
+# ---- attack_index.npz: the attacked records' rows in the dataset ------------------------------
 
 
 def test_attack_set_round_trips_and_refuses_damaged_files(tmp_path):
     import numpy as np
 
-    records = results.AttackedRecords(
+    records = results.AttackIndex(
         index=np.array([7, 3, 9, 1]),
         is_member=np.array([True, True, False, False]),
         train_index=np.array([2, 3, 5, 7]),
     )
-    assert results.read_attack_set(tmp_path) is None  # a cell from before: no file
-    results.write_attack_set(tmp_path, records)
-    back = results.read_attack_set(tmp_path)
+    assert results.read_attack_index(tmp_path) is None  # a cell from before: no file
+    results.write_attack_index(tmp_path, records)
+    back = results.read_attack_index(tmp_path)
     for name in ("index", "is_member", "train_index"):
         np.testing.assert_array_equal(getattr(back, name), getattr(records, name))
     assert back.index.dtype == np.int64 and back.is_member.dtype == np.bool_
     assert not list(tmp_path.glob(".*.tmp"))
 
-    path = tmp_path / results.ATTACK_SET_FILE
+    path = tmp_path / results.ATTACK_INDEX_FILE
     np.savez(path, schema_version=2, index=records.index)
     with pytest.raises(ValueError, match="schema_version 2"):
-        results.read_attack_set(tmp_path)
+        results.read_attack_index(tmp_path)
     np.savez(path, schema_version=1, index=records.index)
     with pytest.raises(ValueError, match=r"lacks \['is_member', 'train_index'\]"):
-        results.read_attack_set(tmp_path)
+        results.read_attack_index(tmp_path)
     bad = {"index": np.array([-1, 2]), "is_member": np.array([True, False])}
     np.savez(path, schema_version=1, train_index=np.arange(3), **bad)
     with pytest.raises(ValueError, match="index must be a 1-d array of non-negative integers"):
-        results.read_attack_set(tmp_path)
+        results.read_attack_index(tmp_path)
     path.write_bytes(b"torn")
     with pytest.raises(ValueError, match="unreadable"):
-        results.read_attack_set(tmp_path)
+        results.read_attack_index(tmp_path)
 
 
 # ---- rows keyed by attack --------------------------------------------------------------------
@@ -379,7 +380,7 @@ def _utility_frame(**base) -> pd.DataFrame:
 
 
 def test_utility_is_judged_by_the_baseline_cell_whatever_attacks_it_ran():
-    from audit.derived import _utility_valid
+    from audit.rows.derived import _utility_valid
 
     frame = _utility_frame()
     dp2 = next(frame[frame.mech == "dp2vae"].itertuples(index=False))
@@ -389,7 +390,7 @@ def test_utility_is_judged_by_the_baseline_cell_whatever_attacks_it_ran():
 
 
 def test_the_majority_class_rate_is_the_chance_a_baseline_must_beat():
-    from audit.derived import _utility_valid
+    from audit.rows.derived import _utility_valid
 
     # 0.8 of 60 beats 1/2 but not a D_test whose majority class holds 80 % of it
     frame = _utility_frame(acc_majority=0.8)

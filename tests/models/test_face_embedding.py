@@ -11,14 +11,14 @@ import torch
 
 from models import dlib_resnet, face_embedding
 from models.dlib_format import DlibFormatError, parse
-from models.face_embedding import CHIP_SIDE, _chips, _weights, chip_pixels, embedding_accuracy
+from models.face_embedding import CHIP_SIDE, _hwc, _weights, chip_pixels, embedding_accuracy
 from tests.audit.check.test_lfw20_thresholds import lfw_home
 
 
 def test_chips_are_contiguous_150_pixel_uint8_images():
     x = torch.full((3, 3, 64, 64), 0.5)
     x[1] = 1.0
-    chips = _chips(x)
+    chips = _hwc(chip_pixels(x))  # what the descriptor hands dlib
     assert len(chips) == 3
     assert all(c.shape == (CHIP_SIDE, CHIP_SIDE, 3) and c.dtype == np.uint8 for c in chips)
     assert all(c.flags["C_CONTIGUOUS"] for c in chips)
@@ -30,7 +30,7 @@ def test_chips_are_contiguous_150_pixel_uint8_images():
 def test_a_sweep_with_the_face_classifier_but_no_extra_is_refused_before_any_work(
     tmp_path, capsys, monkeypatch
 ):
-    from audit import sweep
+    from audit.sweep import plan as sweep
     from benchmark import main
 
     monkeypatch.setattr(sweep, "face_embedding_available", lambda: False)

@@ -15,11 +15,10 @@ from torch import nn
 from models.factory import SeriesModels
 from models.generation import Generation, generate
 from models.lstm_vae import (
-    PAPER_HIDDEN,
+    LSTM_HIDDEN,
     LossWeights,
     LstmVAE,
     fuse_lstms,
-    has_dp_lstm,
     without_dp_lstm_aliases,
 )
 from models.perturbation import PerturbationLstmVAE
@@ -27,6 +26,11 @@ from models.training import VAETrainSettings, train_vae, vae_per_example_loss
 from models.vae import ConditionalConvVAE, vae_loss_terms
 
 T, F, CLASSES, LATENT = 7, 3, 2, 4
+
+
+def has_dp_lstm(module: nn.Module) -> bool:
+    """Whether ``module`` holds an Opacus ``DPLSTM`` (not yet fused)."""
+    return any(isinstance(m, DPLSTM) for m in module.modules())
 
 
 def tiny(seed: int = 0, **kw) -> LstmVAE:
@@ -44,7 +48,7 @@ def batch(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 
 def test_paper_architecture():
     model = LstmVAE(length=500, features=12, num_classes=6)
-    assert model.encoder.hidden_size == PAPER_HIDDEN == 164
+    assert model.encoder.hidden_size == LSTM_HIDDEN == 164
     assert model.decoder.hidden_size == 164 and model.output.hidden_size == 12
     assert model.latent_dim == 100 and model.record_shape == (500, 12)
     assert model.weights == LossWeights(kl=0.01, reconstruction=50.0, classifier=0.5)
@@ -272,7 +276,7 @@ def test_saved_states_of_either_implementation_load_into_the_fused_model():
 def test_only_dp_adam_builds_dp_lstms():
     from audit.mechanisms import available_mechanisms, get_mechanism
 
-    needs = {m.value for m in available_mechanisms() if get_mechanism(m).per_example_gradients}
+    needs = {m for m in available_mechanisms() if get_mechanism(m).per_example_gradients}
     assert needs == {"cdp", "cdp-termwise", "dp2vae"}  # dp2vae: DP-Adam on the decoder
     family = SeriesModels(record_shape=(T, F), num_classes=CLASSES)
     assert has_dp_lstm(family.target_vae(latent_dim=LATENT))

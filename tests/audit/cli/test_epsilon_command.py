@@ -164,7 +164,7 @@ def test_both_noise_options_are_refused():
 def test_every_mechanism_with_accounting_is_offered_and_none_is_not():
     from audit.cli.epsilon_command import accounted_mechanisms
 
-    names = [m.value for m in accounted_mechanisms()]
+    names = list(accounted_mechanisms())
     assert names == ["cdp", "cdp-termwise", "ldp", "vae-ldp", "dp2vae"]
     with pytest.raises(ValueError, match="invalid choice: 'none'"):
         build_epsilon_parser().parse_args(["--mech", "none"])

@@ -60,8 +60,9 @@ def test_npz_images_below_ssims_window_are_refused_before_run_json(tmp_path, cap
 
 
 def test_the_hint_for_small_images_names_attacks_every_mechanism_allows(tmp_path):
-    from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
-    from audit.sweep import check_sweep
+    from audit.config import SweepConfig
+    from audit.profiles import PROFILES, ProfileName
+    from audit.sweep.plan import check_sweep
 
     def data(side: int):
         dataset = load_dataset(f"npz:{_small_npz(tmp_path / f'{side}.npz', side)}")
@@ -70,7 +71,7 @@ def test_the_hint_for_small_images_names_attacks_every_mechanism_allows(tmp_path
 
     config = SweepConfig(
         dataset="npz:small.npz",
-        mechs=(MechanismName.DP2VAE,),  # decoder only: no likelihood attack
+        mechs=("dp2vae",),  # decoder only: no likelihood attack
         profile_name=ProfileName.QUICK,
         profile=PROFILES[ProfileName.QUICK],
         out=tmp_path / "out",

@@ -119,7 +119,7 @@ def test_reference_models_flag_overrides_the_profile(tmp_path):
 
 
 def _cells(argv: list[str]):
-    from audit.sweep import build_cells
+    from audit.sweep.plan import build_cells
 
     return build_cells(config_from_args(build_run_parser().parse_args(argv)))
 
@@ -139,13 +139,13 @@ def test_window_stride_is_recorded_in_every_cell_and_reaches_the_loader(tmp_path
         seen.update(name=name, window_stride=window_stride)
         raise ValueError("stop here")
 
-    monkeypatch.setattr("audit.sweep.load_dataset", fake_load)
+    monkeypatch.setattr("audit.sweep.runner.load_dataset", fake_load)
     assert benchmark.main([*argv, "--window-stride", "250", "--no-progress"]) == 2
     assert seen == {"name": "motionsense", "window_stride": 250}
 
 
 def test_series_datasets_get_their_own_quick_epochs():
-    from audit.config import PROFILES, SERIES_EPOCHS, ProfileName
+    from audit.profiles import PROFILES, SERIES_EPOCHS, ProfileName
 
     quick = ["--profile", "quick", "--mech", "none"]
     series = _cells(["--dataset", "basicmotions", *quick])[0][0]

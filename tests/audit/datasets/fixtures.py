@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from audit.datasets.motionsense import COLUMNS, FOLDER
+from audit.datasets.motionsense import FOLDER, SENSOR_COLUMNS
 
 #: (activity_trial folder, activity frequency in Hz): real trial names of the archive.
 FIXTURE_TRIALS = {"dws_1": 0.8, "jog_9": 2.5, "sit_5": 0.1}
@@ -32,7 +32,7 @@ def build_motionsense_fixture(data_home: Path, *, seed: int = 0) -> Path:
         for subject in FIXTURE_SUBJECTS:
             n = fixture_rows(subject)
             t = np.arange(n)[:, None] / 50.0
-            phase = rng.uniform(0, 2 * np.pi, size=len(COLUMNS))
+            phase = rng.uniform(0, 2 * np.pi, size=len(SENSOR_COLUMNS))
             values = freq * np.sin(2 * np.pi * freq * t + phase) + rng.normal(0, 0.05, (n, 12))
-            pd.DataFrame(values, columns=list(COLUMNS)).to_csv(folder / f"sub_{subject}.csv")
+            pd.DataFrame(values, columns=list(SENSOR_COLUMNS)).to_csv(folder / f"sub_{subject}.csv")
     return data_home

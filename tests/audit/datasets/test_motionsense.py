@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
+from audit.cell.membership import cell_data
+from audit.config import CellConfig
 from audit.datasets import DatasetUnavailable, load_dataset, stratified_split
-from audit.datasets.motionsense import COLUMNS, FOLDER, RANGES, load_motionsense
+from audit.datasets.motionsense import FOLDER, RANGES, SENSOR_COLUMNS, load_motionsense
 from audit.datasets.series import windows
-from audit.pipeline import cell_data
+from audit.profiles import PROFILES, ProfileName
 from dpvae_core.records import Modality
 
 from .fixtures import FIXTURE_SUBJECTS, FIXTURE_TRIALS, build_motionsense_fixture, fixture_rows
@@ -39,7 +40,7 @@ def test_loader_reads_the_real_layout(motionsense_home):
 def test_windows_are_consecutive_rows_labelled_by_activity(motionsense_home):
     data = load_motionsense(motionsense_home / FOLDER, stride=250)  # DIR itself works too
     csv = pd.read_csv(motionsense_home / FOLDER / "dws_1" / "sub_1.csv")
-    rows = csv[list(COLUMNS)].to_numpy(np.float32)
+    rows = csv[list(SENSOR_COLUMNS)].to_numpy(np.float32)
     assert "Unnamed: 0" in csv.columns  # the index column is there and ignored
     k = 1 + (len(rows) - 500) // 250
     np.testing.assert_array_equal(data.x[:k], windows(rows, length=500, stride=250))
@@ -90,7 +91,7 @@ def test_missing_column_is_refused(motionsense_home):
 
 def _cell(max_train: int | None = None) -> CellConfig:
     profile = replace(PROFILES[ProfileName.QUICK], max_train=max_train)
-    return CellConfig("motionsense", MechanismName.NONE, "none", None, 0, profile)
+    return CellConfig("motionsense", "none", "none", None, 0, profile)
 
 
 def test_scaling_uses_fixed_ranges_never_the_records(motionsense_home):

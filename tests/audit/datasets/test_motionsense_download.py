@@ -13,7 +13,7 @@ import pytest
 
 from audit import io
 from audit.datasets import DatasetUnavailable, load_dataset, motionsense
-from audit.datasets.motionsense import FOLDER, MANIFEST, URL, sha256_of
+from audit.datasets.motionsense import DOWNLOAD_MANIFEST, FOLDER, URL, sha256_of
 
 from .fixtures import FIXTURE_SUBJECTS, FIXTURE_TRIALS, build_motionsense_fixture
 
@@ -64,9 +64,9 @@ def test_absent_data_is_downloaded_verified_and_recorded(tmp_path, archive, serv
     direct = load_dataset("motionsense", data_home=tmp_path / "source")
     np.testing.assert_array_equal(data.x, direct.x)
     np.testing.assert_array_equal(data.y, direct.y)
-    assert sorted(p.name for p in home.iterdir()) == [FOLDER, MANIFEST]  # no junk, no zip
+    assert sorted(p.name for p in home.iterdir()) == [FOLDER, DOWNLOAD_MANIFEST]  # no junk, no zip
     assert not (home / FOLDER / ".DS_Store").exists()
-    manifest = io.read_json(home / MANIFEST)
+    manifest = io.read_json(home / DOWNLOAD_MANIFEST)
     assert manifest["archive_sha256"] == sha256_of(archive) and manifest["url"] == URL
     assert len(manifest["files"]) == len(FIXTURE_TRIALS) * len(FIXTURE_SUBJECTS)
     offline(monkeypatch)  # the next run reads the files, checked against the manifest
@@ -88,7 +88,7 @@ def test_offline_is_one_line_naming_data_home_and_the_url(tmp_path, monkeypatch)
 def test_without_data_home_the_default_home_is_used(tmp_path, served, monkeypatch):
     monkeypatch.setenv("SCIKIT_LEARN_DATA", str(tmp_path / "sk"))
     load_dataset("motionsense")
-    assert (tmp_path / "sk" / "motionsense" / MANIFEST).is_file()
+    assert (tmp_path / "sk" / "motionsense" / DOWNLOAD_MANIFEST).is_file()
 
 
 def _flip_member_byte(path: Path, member: str) -> None:
@@ -107,7 +107,7 @@ def _refused(tmp_path: Path) -> str:
         load_dataset("motionsense", data_home=home)
     message = str(info.value)
     assert "\n" not in message and "refused" in message and URL in message
-    assert not (home / FOLDER).exists() and not (home / MANIFEST).exists()
+    assert not (home / FOLDER).exists() and not (home / DOWNLOAD_MANIFEST).exists()
     return message
 
 
@@ -149,7 +149,7 @@ def test_a_changed_file_after_download_is_refused(tmp_path, served):
 def test_a_changed_archive_upstream_is_refused(tmp_path, archive, served):
     home = tmp_path / "home"
     load_dataset("motionsense", data_home=home)
-    recorded = io.read_json(home / MANIFEST)["archive_sha256"]
+    recorded = io.read_json(home / DOWNLOAD_MANIFEST)["archive_sha256"]
     shutil.rmtree(home / FOLDER)  # the data is gone, the manifest stays: download again
     build_archive(archive, build_motionsense_fixture(tmp_path / "v2", seed=1))
     with pytest.raises(DatasetUnavailable, match=f"differs from the {recorded} recorded") as info:

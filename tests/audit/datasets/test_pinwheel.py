@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import torch
 
-from audit.config import ProfileName, profile_for_dataset
 from audit.datasets import load_dataset
+from audit.profiles import ProfileName, profile_for_dataset
 from dpvae_core.records import Modality
 from models.factory import PointModels, model_family
 from models.priors import GaussianMixturePrior

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from audit.config import CellConfig, MechanismName, Profile
+from audit.config import CellConfig
 from audit.mechanisms import CellData, Context
 from audit.mechanisms.cdp import CdpOptions
+from audit.profiles import Profile
 from dpvae_core.progress import null_progress
 
 #: z = 3, q = 16/64, 16 steps, delta = 1e-5: Opacus RDP (improved) gives eps = 1.63.
@@ -28,7 +29,7 @@ TINY_PROFILE = Profile(
 def tiny_cell(z: float = 3.0, seed: int = 0) -> CellConfig:
     return CellConfig(
         dataset="digits",
-        mech=MechanismName.CDP,
+        mech="cdp",
         param_name="noise_multiplier",
         param_value=z,
         seed=seed,
@@ -59,7 +60,7 @@ def tiny_dp_cell(mech: str, z: float = 3.0, seed: int = 0) -> CellConfig:
     """A tiny cell of another DP-SGD mechanism (cdp-termwise, dp2vae) at delta = 1e-5."""
     from audit.mechanisms import build_options
 
-    name = MechanismName(mech)
+    name = mech
     return CellConfig(
         dataset="digits",
         mech=name,

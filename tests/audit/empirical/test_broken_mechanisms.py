@@ -19,7 +19,8 @@ import pytest
 
 from audit.empirical.estimators import clopper_pearson_epsilon, gdp_epsilon
 from audit.empirical.multi_run import MultiRunAudit, RunJob, RunScores, estimate
-from audit.empirical.one_run import Broken, OneRunSettings, audit_one_run
+from audit.empirical.one_run import audit_one_run
+from audit.empirical.one_run_settings import Broken, OneRunSettings
 from dpvae_core.seeding import derive_seed
 from tests.audit.empirical.fixtures import CTX, tiny_cell, tiny_data, tiny_dp_cell
 

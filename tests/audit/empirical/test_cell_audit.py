@@ -7,16 +7,17 @@ import math
 
 import pytest
 
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
+from audit.config import CellConfig
 from audit.empirical.cell_audit import CANARIES, INPUT_CANARIES, NOT_AUDITED, audit_cell
 from audit.privacy.claim import PrivacyClaim
-from audit.rows import COLUMNS
+from audit.profiles import PROFILES, ProfileName
+from audit.rows.row import COLUMNS
 
 QUICK = PROFILES[ProfileName.QUICK]
 OPTIONS = (("profile_name", "quick"),)
 
 
-def _cell(mech: MechanismName, value: float | None, audit: bool = True) -> CellConfig:
+def _cell(mech: str, value: float | None, audit: bool = True) -> CellConfig:
     return CellConfig("digits", mech, "p", value, 0, QUICK, OPTIONS, audit=audit)
 
 
@@ -31,15 +32,11 @@ def test_the_columns_are_ten_consecutive_row_columns():
 
 
 def test_cells_without_the_switch_and_the_baseline_are_not_audited():
-    assert (
-        audit_cell(_cell(MechanismName.LDP, 1.0, audit=False), None, None, _claim(0)) is NOT_AUDITED
-    )
-    assert audit_cell(_cell(MechanismName.NONE, None), None, None, _claim(0)) is NOT_AUDITED
+    assert audit_cell(_cell("ldp", 1.0, audit=False), None, None, _claim(0)) is NOT_AUDITED
+    assert audit_cell(_cell("none", None), None, None, _claim(0)) is NOT_AUDITED
 
 
-@pytest.mark.parametrize(
-    "mech", [MechanismName.CDP, MechanismName.CDP_TERMWISE, MechanismName.DP2VAE]
-)
+@pytest.mark.parametrize("mech", ["cdp", "cdp-termwise", "dp2vae"])
 def test_dp_training_skips_the_extra_runs_where_no_bound_is_provable(mech):
     """At delta = 1/N_train = 0.02 (quick), 2 m delta = 4 >= 0.05: Steinke et al.'s bound is 0
     whatever the outcome, so no training run is spent (data None would fail if one ran), and
@@ -72,6 +69,6 @@ def test_dp_training_gets_both_one_run_audits(mech):
 
 
 def test_vae_ldp_gets_the_corner_audit_below_its_claim():
-    got = audit_cell(_cell(MechanismName.VAE_LDP, 10.0), None, None, _claim(1e-3))
+    got = audit_cell(_cell("vae-ldp", 10.0), None, None, _claim(1e-3))
     assert got.kind == "local-worst-case" and got.m == 10**4
     assert 0 < got.bound <= got.ceiling and "vae-ldp" in got.note

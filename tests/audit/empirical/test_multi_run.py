@@ -7,7 +7,7 @@ import pytest
 
 from audit.empirical.estimators import best_threshold, clopper_pearson_epsilon, gdp_epsilon
 from audit.empirical.multi_run import RunJob, RunScores, estimate, multi_run_audit
-from audit.empirical.one_run import OneRunSettings
+from audit.empirical.one_run_settings import OneRunSettings
 from tests.audit.empirical.fixtures import tiny_cell
 
 

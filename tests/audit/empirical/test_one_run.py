@@ -6,16 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from audit.empirical.one_run import (
-    Broken,
-    CanaryKind,
-    GradientCanaries,
-    OneRunSettings,
-    Switches,
-    audit_one_run,
-    count_correct,
-    one_run_mechanisms,
-)
+from audit.empirical.canary_hooks import GradientCanaries, Switches
+from audit.empirical.one_run import audit_one_run, one_run_mechanisms
+from audit.empirical.one_run_settings import Broken, CanaryKind, OneRunSettings, count_correct
 from tests.audit.empirical.fixtures import CTX, tiny_cell, tiny_data, tiny_dp_cell
 
 
@@ -123,9 +116,7 @@ def test_input_canary_bound_below_claim() -> None:
 def test_one_run_refuses_other_mechanisms() -> None:
     from dataclasses import replace
 
-    from audit.config import MechanismName
-
-    cell = replace(tiny_cell(), mech=MechanismName.LDP, mech_options=None)
+    cell = replace(tiny_cell(), mech="ldp", mech_options=None)
     with pytest.raises(ValueError, match="cdp, cdp-termwise, dp2vae cells, got 'ldp'"):
         audit_one_run(cell, tiny_data(), CTX, OneRunSettings(canaries=10))
     assert one_run_mechanisms() == ("cdp", "cdp-termwise", "dp2vae")
@@ -211,7 +202,7 @@ def test_duplicated_input_canaries_are_compared_with_the_group_claim() -> None:
 
 
 def test_label_slot_hook_sets_the_canary_slots_and_nothing_else() -> None:
-    from audit.empirical.one_run import LABEL_SLOT_LOGVAR, LabelSlots
+    from audit.empirical.canary_hooks import LABEL_SLOT_LOGVAR, LabelSlots
     from models.vae import ConditionalConvVAE
 
     torch.manual_seed(0)

@@ -10,14 +10,15 @@ import pandas as pd
 import pytest
 import torch
 
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, SweepConfig
+from audit.config import CellConfig, SweepConfig
 from audit.mechanisms import CellData, Context, Trained, get_mechanism
 from audit.mechanisms import make_cell as build_cell
 from audit.mechanisms.cdp import MEDIAN_SOURCE, ClipNormRule, parse_clip_norm
 from audit.mechanisms.cdp_termwise import partition_sensitivity
 from audit.privacy.dp_sgd_accounting import cdp_claim, dp_sgd_epsilon
 from audit.privacy.termwise_accounting import termwise_epsilon
-from audit.sweep import run_sweep
+from audit.profiles import PROFILES, ProfileName
+from audit.sweep.runner import run_sweep
 from dpvae_core.progress import null_progress
 from dpvae_core.schedule import dp_sgd_steps
 from models.dp import DEFAULT_CLIP_NORM, DPRun, GradSampleMode
@@ -37,7 +38,7 @@ def make_data(n: tuple[int, int, int] = (16, 6, 10)) -> CellData:
     return CellData(pair(n[0]), pair(n[1]), pair(n[2]), num_classes=2, n_total=sum(n))
 
 
-def make_cell(mech=MechanismName.CDP, z: float = 1.0, **options: object) -> CellConfig:
+def make_cell(mech="cdp", z: float = 1.0, **options: object) -> CellConfig:
     return build_cell("digits", mech, "noise_multiplier", z, 0, SMALL, options)
 
 
@@ -178,7 +179,7 @@ def test_target_epsilon_replaces_the_grid_value():
     eps = dp_sgd_epsilon(n_train=16, batch_size=4, epochs=2, noise_multiplier=z, delta=1 / 16)
     assert eps <= 5.0 and eps == pytest.approx(5.0, rel=1e-3)
     s, _ = TERMWISE.noise_multiplier(
-        make_cell(MechanismName.CDP_TERMWISE, 0.001, target_epsilon=5.0), n_train=16
+        make_cell("cdp-termwise", 0.001, target_epsilon=5.0), n_train=16
     )
     assert s > z  # two releases per step need more noise for the same epsilon
     eps_tw = termwise_epsilon(
@@ -190,7 +191,7 @@ def test_target_epsilon_replaces_the_grid_value():
 
 def test_termwise_claim_names_its_accounting_and_c2_zero_is_dp_adam():
     data = make_data()
-    cell = make_cell(MechanismName.CDP_TERMWISE, clip_norm_2=0.0)
+    cell = make_cell("cdp-termwise", clip_norm_2=0.0)
     history = train(TERMWISE, cell, data)
     assert history.history.dp.batch_term.clip_norm_2 == 0.0
     claim = TERMWISE.claim(cell, data, history)
@@ -199,7 +200,7 @@ def test_termwise_claim_names_its_accounting_and_c2_zero_is_dp_adam():
         claim.epsilon == cdp_claim(n_train=16, batch_size=4, epochs=2, noise_multiplier=1.0).epsilon
     )
 
-    cell = make_cell(MechanismName.CDP_TERMWISE, partitions=2)
+    cell = make_cell("cdp-termwise", partitions=2)
     history = train(TERMWISE, cell, data)
     assert history.history.dp.batch_term.clip_norm_2 == pytest.approx(0.1 * DEFAULT_CLIP_NORM)
     claim = TERMWISE.claim(cell, data, history)
@@ -243,8 +244,8 @@ def test_dp_noise_and_termwise_seeds_differ_per_cell(monkeypatch):
         (CDP, make_cell(z=1.0)),
         (CDP, make_cell(z=2.0)),
         (CDP, make_cell(z=1.0, clip_norm=0.5)),
-        (TERMWISE, make_cell(MechanismName.CDP_TERMWISE, z=1.0)),
-        (TERMWISE, make_cell(MechanismName.CDP_TERMWISE, z=2.0)),
+        (TERMWISE, make_cell("cdp-termwise", z=1.0)),
+        (TERMWISE, make_cell("cdp-termwise", z=2.0)),
     ]
     for mech, cell in cells:
         mech.train(None, mech.prepare(cell, data, CTX), cell, CTX)
@@ -276,14 +277,14 @@ TINY = replace(
 def test_sweep_rows_for_cdp_and_termwise(tmp_path):
     config = SweepConfig(
         dataset="digits",
-        mechs=(MechanismName.CDP, MechanismName.CDP_TERMWISE),
+        mechs=("cdp", "cdp-termwise"),
         profile_name=ProfileName.QUICK,
         profile=TINY,
         seeds=(0,),
         out=tmp_path,
         grid=(1.0,),
         progress=False,
-        attacks=("reconstruction",),  # the mechanism's rows, at the cheapest attack set
+        attacks=("reconstruction",),  # the mechanism's rows, at the cheapest list of attacks
     )
     frame = pd.read_csv(run_sweep(config).csv_path)
     private = frame[frame.mech.isin(["cdp", "cdp-termwise"])]

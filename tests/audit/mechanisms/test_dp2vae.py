@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from attacks.threat import ReleaseKind
-from audit.config import PROFILES, MechanismName, ProfileName
 from audit.mechanisms import CellData, Context
 from audit.mechanisms import make_cell as build_cell
 from audit.mechanisms.dp2vae import Dp2EpsilonParams, Dp2Options, Dp2Vae, default_subsets
 from audit.privacy.dp2vae_accounting import dp2vae_epsilon
+from audit.profiles import PROFILES, ProfileName
 from dpvae_core.progress import null_progress
 from dpvae_core.schedule import dp_sgd_steps
 
@@ -33,7 +33,7 @@ def make_data(n=(16, 8, 8)) -> CellData:
 
 
 def make_cell(z: float = 4.0, **options):
-    return build_cell("digits", MechanismName.DP2VAE, "noise_multiplier", z, 0, SMALL, options)
+    return build_cell("digits", "dp2vae", "noise_multiplier", z, 0, SMALL, options)
 
 
 def test_default_subsets_follow_the_paper_ratio_and_stay_at_least_two():

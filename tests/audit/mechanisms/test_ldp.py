@@ -12,11 +12,12 @@ import math
 import pytest
 import torch
 
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
+from audit.cell.membership import attack_data
+from audit.config import CellConfig
 from audit.mechanisms import CellData, Context, Trained, get_mechanism
 from audit.mechanisms import make_cell as build_cell
 from audit.mechanisms.ldp import LdpSetting, default_neighborhood, options_for_images
-from audit.pipeline import attack_set
+from audit.profiles import PROFILES, ProfileName
 from dpvae_core.progress import null_progress
 from models.training import TrainHistory
 
@@ -34,9 +35,7 @@ def make_data(channels: int = 1, side: int = 8, n: tuple[int, int, int] = (12, 6
 
 
 def make_cell(eps_i: float = 1000.0, *, seed: int = 0, **options: object) -> CellConfig:
-    return build_cell(
-        "digits", MechanismName.LDP, "eps_i", eps_i, seed, PROFILES[ProfileName.QUICK], options
-    )
+    return build_cell("digits", "ldp", "eps_i", eps_i, seed, PROFILES[ProfileName.QUICK], options)
 
 
 def clone(data: CellData) -> CellData:
@@ -106,7 +105,7 @@ def test_rows_say_labels_are_released_unperturbed():
 
 
 def test_release_notes_name_what_is_computed_outside_the_accounting():
-    from audit.cell_rows import release_notes
+    from audit.rows.filling import release_notes
 
     plain = release_notes({})["released_outside_accounting"]
     assert "n_train" in plain and "train_test_gap" in plain and "mean_batch_size" not in plain
@@ -117,9 +116,9 @@ def test_release_notes_name_what_is_computed_outside_the_accounting():
 def test_attack_records_are_the_unperturbed_ones():
     data = make_data()
     cell = make_cell(100.0)
-    before = attack_set(data, cell)
+    before = attack_data(data, cell)
     prepared = MECH.prepare(cell, data, CTX)
-    after = attack_set(data, cell)
+    after = attack_data(data, cell)
     assert torch.equal(before.x, after.x)
     members = after.x[after.is_member]
     real_rows = {tuple(r.flatten().tolist()) for r in data.train[0]}
@@ -205,12 +204,12 @@ def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):
     from dataclasses import replace
 
     from audit.config import SweepConfig
-    from audit.sweep import run_sweep
+    from audit.sweep.runner import run_sweep
 
     profile = replace(
         PROFILES[ProfileName.QUICK], epochs=2, max_train=40, attack_samples=4, classifier_epochs=2
     )
-    for mech in (MechanismName.LDP, MechanismName.VAE_LDP):  # one --grid per private mechanism
+    for mech in ("ldp", "vae-ldp"):  # one --grid per private mechanism
         config = SweepConfig(
             dataset="digits",
             mechs=(mech,),
@@ -220,7 +219,7 @@ def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):
             out=tmp_path,
             grid=(100.0,),
             progress=False,
-            attacks=("reconstruction",),  # the mechanism's rows, at the cheapest attack set
+            attacks=("reconstruction",),  # the mechanism's rows, at the cheapest list of attacks
         )
         rows = run_sweep(config).rows
     private = rows[rows.mech.isin(["ldp", "vae-ldp"])]
@@ -245,7 +244,7 @@ def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):
 def test_release_notes_name_the_latent_metrics_and_divergence_flag():
     """Issue 30, item 9: latent_hoyer, latent_mmd, latent_mmd_sparse encode D_train and
     train_diverged reads its losses; the note must name them."""
-    from audit.cell_rows import release_notes
+    from audit.rows.filling import release_notes
 
     note = release_notes({})["released_outside_accounting"]
     for column in ("latent_hoyer", "latent_mmd", "latent_mmd_sparse", "train_diverged"):

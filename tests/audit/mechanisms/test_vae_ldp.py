@@ -11,10 +11,11 @@ import pytest
 import torch
 
 import audit.mechanisms.vae_ldp as vae_ldp_module
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
+from audit.cell.membership import attack_data
+from audit.config import CellConfig
 from audit.mechanisms import CellData, Context, Trained, get_mechanism
 from audit.mechanisms import make_cell as build_cell
-from audit.pipeline import attack_set
+from audit.profiles import PROFILES, ProfileName
 from dpvae_core.progress import null_progress
 from models.training import TrainHistory
 
@@ -39,7 +40,7 @@ def make_data(n: tuple[int, int, int] = (12, 8, 10), *, n_total: int | None = No
 
 
 def make_cell(sigma: float = 1.0, *, profile=TINY, seed: int = 0, **options) -> CellConfig:
-    return build_cell("digits", MechanismName.VAE_LDP, "sigma", sigma, seed, profile, options)
+    return build_cell("digits", "vae-ldp", "sigma", sigma, seed, profile, options)
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_prepare_perturbs_train_and_val_and_leaves_the_real_data_alone():
     data = make_data()
     originals = {s: getattr(data, s)[0].clone() for s in ("train", "val", "test")}
     cell = make_cell()
-    before = attack_set(data, cell)
+    before = attack_data(data, cell)
     prepared = MECH.prepare(cell, data, CTX)
     for got, real in ((prepared.train, data.train), (prepared.val, data.val)):
         assert got[0].shape == real[0].shape
@@ -100,7 +101,7 @@ def test_prepare_perturbs_train_and_val_and_leaves_the_real_data_alone():
         assert torch.equal(got[1], real[1])  # labels are not perturbed
     for split, x in originals.items():
         assert torch.equal(getattr(data, split)[0], x)
-    after = attack_set(data, cell)
+    after = attack_data(data, cell)
     assert torch.equal(before.x, after.x)
     members = {tuple(r.flatten().tolist()) for r in after.x[after.is_member]}
     assert members <= {tuple(r.flatten().tolist()) for r in originals["train"]}

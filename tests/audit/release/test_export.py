@@ -10,7 +10,7 @@ import pandas as pd
 
 import benchmark
 from attacks.registry import sweep_attacks
-from audit.config import MechanismName, SweepConfig
+from audit.config import SweepConfig
 from audit.profiles import PROFILES, ProfileName
 from audit.release.export import export_cell
 from audit.sweep.runner import run_sweep
@@ -32,7 +32,7 @@ SAME = ["mi_ap", "mi_auc", "tpr_at_fpr_1pct", "worst_case", "worst_mi_ap", "atta
 def test_an_exported_cell_gives_the_cells_rows(tmp_path: Path, capsys) -> None:
     config = SweepConfig(
         dataset="digits",
-        mechs=(MechanismName.NONE,),
+        mechs=("none",),
         profile_name=ProfileName.QUICK,
         profile=TINY,
         seeds=(1,),

@@ -352,9 +352,11 @@ def _synthetic_rows(n: int) -> pd.DataFrame:
 def test_the_figure_keeps_every_text_on_the_canvas(n) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from audit.release.release_figures import mi_ap_by_attack
+    from audit.release.release_figures import release_mi_ap_by_attack
 
-    fig = mi_ap_by_attack(_synthetic_rows(n), title="a release with a long name: MI AP per attack")
+    fig = release_mi_ap_by_attack(
+        _synthetic_rows(n), title="a release with a long name: MI AP per attack"
+    )
     agg = FigureCanvasAgg(fig)
     agg.draw()
     renderer = agg.get_renderer()

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from audit.tradeoff import phi_score
+from audit.rows.tradeoff import phi_score
 
 SEEDS = (0, 1, 2)
 

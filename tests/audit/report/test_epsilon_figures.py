@@ -6,7 +6,8 @@ import pandas as pd
 from matplotlib.colors import to_rgba
 
 from audit.report.epsilon_figures import summary_figures
-from audit.report.plots import MAX_PANEL_COLUMNS, measure_order, mi_ap_by_attack, mi_ap_vs_epsilon
+from audit.report.figure_style import MAX_PANEL_COLUMNS
+from audit.report.plots import measure_order, mi_ap_by_attack, mi_ap_vs_epsilon
 from audit.report.summaries import WORST_CASE
 
 ATTACKS = ("mse", "ssim", "likelihood:iwae-bernoulli:raw", "monte-carlo:pca-l2:nearest")

@@ -9,8 +9,9 @@ import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.text import Annotation
 
+from audit.report.evidence import Evidence
 from audit.report.frontier import frontier_figure
-from audit.report.sweet_spots import Evidence, recommendation, sweet_spots
+from audit.report.sweet_spots import recommendation, sweet_spots
 from tests.audit.report.layout_check import assert_readable
 
 MECHS = ("cdp", "cdp-termwise", "ldp", "vae-ldp", "dp2vae")

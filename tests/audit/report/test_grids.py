@@ -1,4 +1,4 @@
-"""The reconstruction and sample grids from saved models and the cells' attack_set.npz."""
+"""The reconstruction and sample grids from saved models and the cells' attack_index.npz."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from audit import io, results
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
+from audit.cell.membership import attack_data, attack_index, cell_data
+from audit.config import CellConfig
 from audit.datasets import Dataset, load_dataset, stratified_split
 from audit.mechanisms import CellData
-from audit.pipeline import attack_set, attacked_records, cell_data
+from audit.profiles import PROFILES, ProfileName
 from audit.report import grids, write_report
 from models.vae import ConditionalConvVAE
 from tests.test_layers import ROOT, import_graph
@@ -23,7 +24,7 @@ from .synthetic import SETTINGS, synthetic_runs, write_runs
 TINY = replace(PROFILES[ProfileName.QUICK], epochs=1, max_train=30, latent_dim=4)
 
 
-def _cell(mech: MechanismName, pname: str, value: float | None) -> CellConfig:
+def _cell(mech: str, pname: str, value: float | None) -> CellConfig:
     return CellConfig("digits", mech, pname, value, 0, TINY, (("profile_name", "quick"),))
 
 
@@ -33,7 +34,7 @@ def _cell_data(cell: CellConfig) -> tuple[Dataset, CellData]:
     return dataset, cell_data(dataset, split, cell)
 
 
-def _real_cell(run_dir: Path, mech: MechanismName, pname: str, value: float | None) -> str:
+def _real_cell(run_dir: Path, mech: str, pname: str, value: float | None) -> str:
     """A cell directory as the sweep writes it, with an untrained digits VAE."""
     cell = _cell(mech, pname, value)
     cell_dir = run_dir / "cells" / cell.config_hash
@@ -41,14 +42,14 @@ def _real_cell(run_dir: Path, mech: MechanismName, pname: str, value: float | No
     model = ConditionalConvVAE(channels=1, height=8, width=8, num_classes=10, latent_dim=4)
     io.save_state(cell_dir / "model.pt", {"model": model.state_dict()})
     _, data = _cell_data(cell)
-    results.write_attack_set(cell_dir, attacked_records(data, cell))
+    results.write_attack_index(cell_dir, attack_index(data, cell))
     return cell.config_hash
 
 
 def _old_records(data: CellData, cell: CellConfig, k: int) -> tuple[torch.Tensor, ...]:
     """What the grids showed when the report recomputed D_atk (the reference): up to k members
-    then k non-members of ``attack_set``, classes in turn."""
-    atk = attack_set(data, cell)
+    then k non-members of ``attack_data``, classes in turn."""
+    atk = attack_data(data, cell)
     y = atk.y.numpy()
     picked = []
     for m in (atk.is_member, ~atk.is_member):
@@ -64,12 +65,12 @@ def _old_records(data: CellData, cell: CellConfig, k: int) -> tuple[torch.Tensor
 
 @pytest.mark.parametrize("max_train", [30, None])
 def test_saved_attack_set_shows_the_records_the_pipeline_attacked(max_train):
-    """attack_set.npz's rows give the grids exactly the records a recomputed D_atk gave."""
+    """attack_index.npz's rows give the grids exactly the records a recomputed D_atk gave."""
     profile = replace(TINY, max_train=max_train)
-    cell = replace(_cell(MechanismName.NONE, "none", None), profile=profile)
+    cell = replace(_cell("none", "none", None), profile=profile)
     dataset, data = _cell_data(cell)
-    attacked = attacked_records(data, cell)
-    atk = attack_set(data, cell)
+    attacked = attack_index(data, cell)
+    atk = attack_data(data, cell)
     np.testing.assert_array_equal(attacked.is_member, atk.is_member)
     np.testing.assert_array_equal(dataset.y[attacked.index], atk.y.numpy())
     np.testing.assert_array_equal(dataset.x[attacked.index], atk.x.numpy())
@@ -81,19 +82,19 @@ def test_saved_attack_set_shows_the_records_the_pipeline_attacked(max_train):
 
 
 def test_a_cell_without_attack_set_is_skipped_with_a_note(tmp_path):
-    """A cell finished before attack_set.npz existed: its grid row is left out, and the note
+    """A cell finished before attack_index.npz existed: its grid row is left out, and the note
     says how to get it back; the report never recomputes the cell."""
     frame = synthetic_runs(seeds=(0,), settings=SETTINGS[:2]).assign(dataset="digits", acc_base=0.1)
     run_dir = tmp_path / "run"
     hashes = {
-        "none": _real_cell(run_dir, MechanismName.NONE, "none", None),
-        "cdp": _real_cell(run_dir, MechanismName.CDP, "noise_multiplier", 0.1),
+        "none": _real_cell(run_dir, "none", "none", None),
+        "cdp": _real_cell(run_dir, "cdp", "noise_multiplier", 0.1),
     }
     frame["config_hash"] = [hashes["none" if m == "none" else "cdp"] for m in frame.mech]
-    (run_dir / "cells" / hashes["cdp"] / "attack_set.npz").unlink()
+    (run_dir / "cells" / hashes["cdp"] / "attack_index.npz").unlink()
     report = write_report(write_runs(run_dir, frame), formats=("png",))
     (note,) = [s for s in report.skipped if hashes["cdp"] in s]
-    assert "no attack_set.npz" in note and "--overwrite" in note
+    assert "no attack_index.npz" in note and "--overwrite" in note
     assert "digits-quick-reconstructions_none.png" in {p.name for p in report.figures}
 
 
@@ -105,16 +106,16 @@ def test_the_report_never_imports_the_pipeline():
         if module not in seen:
             seen.add(module)
             todo += graph[module]
-    assert "audit.pipeline" not in seen and "audit.sweep" not in seen
+    assert "audit.cell.run" not in seen and "audit.sweep.runner" not in seen
 
 
 def test_image_grids_from_saved_models(tmp_path):
     frame = synthetic_runs(seeds=(0,), settings=SETTINGS[:3]).assign(dataset="digits", acc_base=0.1)
     run_dir = tmp_path / "run"
     hashes = {
-        "none": _real_cell(run_dir, MechanismName.NONE, "none", None),
-        "cdp-0.1": _real_cell(run_dir, MechanismName.CDP, "noise_multiplier", 0.1),
-        "cdp-1": _real_cell(run_dir, MechanismName.CDP, "noise_multiplier", 1.0),
+        "none": _real_cell(run_dir, "none", "none", None),
+        "cdp-0.1": _real_cell(run_dir, "cdp", "noise_multiplier", 0.1),
+        "cdp-1": _real_cell(run_dir, "cdp", "noise_multiplier", 1.0),
     }
     frame["config_hash"] = [
         hashes["none"] if m == "none" else hashes[f"cdp-{v:g}"]
@@ -141,8 +142,8 @@ def test_samples_grid_shows_every_class(tmp_path, monkeypatch):
     frame = synthetic_runs(seeds=(0,), settings=SETTINGS[:2]).assign(dataset="digits", acc_base=0.1)
     run_dir = tmp_path / "run"
     hashes = {
-        "none": _real_cell(run_dir, MechanismName.NONE, "none", None),
-        "cdp": _real_cell(run_dir, MechanismName.CDP, "noise_multiplier", 0.1),
+        "none": _real_cell(run_dir, "none", "none", None),
+        "cdp": _real_cell(run_dir, "cdp", "noise_multiplier", 0.1),
     }
     frame["config_hash"] = [hashes["none" if m == "none" else "cdp"] for m in frame.mech]
     write_report(write_runs(run_dir, frame), formats=("png",))

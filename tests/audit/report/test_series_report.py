@@ -14,14 +14,15 @@ from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
 
 from audit.check import calibrate, check_dir, write_thresholds
-from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
+from audit.config import SweepConfig
+from audit.profiles import PROFILES, ProfileName
 from audit.report import write_report
-from audit.report.grids import grid_figures, load_model
+from audit.report.grids import grid_figures, load_target_vae
 from audit.report.summaries import load_runs, ordered
-from audit.sweep import run_sweep
+from audit.sweep.runner import run_sweep
 from benchmark import main
-from models.lstm_vae import has_dp_lstm
 from tests.audit.datasets.fixtures import build_motionsense_fixture
+from tests.models.test_lstm_vae import has_dp_lstm
 
 TINY = replace(
     PROFILES[ProfileName.QUICK],
@@ -38,11 +39,11 @@ def series_run(tmp_path_factory) -> tuple[Path, Path]:
     """(run directory, data home) of none + cdp + ldp on the motionsense fixture, stride 250."""
     root = tmp_path_factory.mktemp("series")
     home = build_motionsense_fixture(root / "data")
-    for mech in (MechanismName.CDP, MechanismName.LDP):  # one --grid per private mechanism
+    for mech in ("cdp", "ldp"):  # one --grid per private mechanism
         run_sweep(
             SweepConfig(
                 dataset="motionsense",
-                mechs=(MechanismName.NONE, mech),
+                mechs=("none", mech),
                 profile_name=ProfileName.QUICK,
                 profile=TINY,
                 seeds=(0,),
@@ -99,7 +100,7 @@ def test_series_models_load_in_their_fast_implementation(series_run):
     for path in cells:
         cell = load_cell_config(path.parent)
         assert cell.option("window_stride") == 250
-        model = load_model(path.parent, cell, dataset)
+        model = load_target_vae(path.parent, cell, dataset)
         assert not has_dp_lstm(model)  # cdp trained with DPLSTMs, saved nn.LSTM keys
 
 

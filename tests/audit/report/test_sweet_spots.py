@@ -10,16 +10,9 @@ import math
 import pytest
 
 from attacks.uncertainty import mi_ap_null
+from audit.report.evidence import Evidence, records_to_certify, setting_evidence
 from audit.report.summaries import load_runs
-from audit.report.sweet_spots import (
-    Evidence,
-    recommendation,
-    records_to_certify,
-    setting_evidence,
-    spots_frame,
-    sweet_spot_table,
-    sweet_spots,
-)
+from audit.report.sweet_spots import recommendation, spots_frame, sweet_spot_table, sweet_spots
 
 from .synthetic import EXPECTED_SPOTS, synthetic_runs, write_runs
 

@@ -8,7 +8,7 @@ from dataclasses import fields
 import pytest
 
 from audit.check import CHECK_COLUMNS
-from audit.rows import COLUMNS, RESULT_KEY, Row
+from audit.rows.row import COLUMNS, RESULT_KEY, Row
 
 
 def a_row(**overrides) -> Row:

@@ -10,13 +10,18 @@ import pytest
 import benchmark
 from attacks import registry
 from attacks.likelihood import LikelihoodAttack
-from attacks.registry import available_attacks
+from attacks.registry import available_attacks, get_attack, sweep_attacks
 from attacks.threat import Capability, ReleaseKind
-from audit import attack_plan, mechanisms
-from audit.attack_plan import CELL_DEFAULT_ATTACKS, SWEEP_ATTACKS, check_requested, plan_attacks
-from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
+from audit import mechanisms
+from audit.cell.attack_plan import (
+    CELL_DEFAULT_ATTACKS,
+    check_requested,
+    plan_attacks,
+)
+from audit.config import SweepConfig
 from audit.mechanisms.ldp import LocalDP
-from audit.sweep import build_cells
+from audit.profiles import PROFILES, ProfileName
+from audit.sweep.plan import build_cells
 
 WHOLE = ReleaseKind.WHOLE_VAE
 
@@ -29,13 +34,13 @@ class DecoderOnlyLdp(LocalDP):
 
 @pytest.fixture
 def decoder_only_ldp(monkeypatch):
-    monkeypatch.setitem(mechanisms._REGISTRY, MechanismName.LDP, DecoderOnlyLdp())
+    monkeypatch.setitem(mechanisms._REGISTRY, "ldp", DecoderOnlyLdp())
 
 
 def _sweep(tmp_path: Path, mechs=("cdp",), attacks=None) -> SweepConfig:
     return SweepConfig(
         dataset="digits",
-        mechs=tuple(MechanismName(m) for m in mechs),
+        mechs=tuple(m for m in mechs),
         profile_name=ProfileName.QUICK,
         profile=PROFILES[ProfileName.QUICK],
         seeds=(0,),
@@ -49,7 +54,7 @@ ALL = ("reconstruction", "monte-carlo", "latent-search", "likelihood", "domias")
 
 
 def test_every_registered_attack_can_run_and_the_default_is_every_attack_the_release_allows():
-    assert SWEEP_ATTACKS == ALL and set(ALL) == set(available_attacks())
+    assert sweep_attacks() == ALL and set(ALL) == set(available_attacks())
     assert CELL_DEFAULT_ATTACKS == ("reconstruction",)  # what a stored config naming none ran
     assert plan_attacks(None, {"none": WHOLE, "cdp": WHOLE}) == {"none": ALL, "cdp": ALL}
     assert plan_attacks(ALL, {"none": WHOLE, "cdp": WHOLE}) == {"none": ALL, "cdp": ALL}
@@ -58,7 +63,7 @@ def test_every_registered_attack_can_run_and_the_default_is_every_attack_the_rel
 def test_a_default_sweep_plans_every_attack_each_release_allows_and_attack_restricts(tmp_path):
     mechs = ("cdp", "dp2vae")
     default = build_cells(_sweep(tmp_path, mechs=mechs), data_sha256="a" * 64)
-    by_mech = {cell.mech.value: cell.attacks for cell, _ in default}
+    by_mech = {cell.mech: cell.attacks for cell, _ in default}
     assert by_mech == {
         "none": ALL,
         "cdp": ALL,
@@ -84,8 +89,8 @@ def test_an_attack_needing_reference_models_is_planned_nowhere(monkeypatch):
         name = "calibrated"
         needs = LikelihoodAttack.needs | {Capability.REFERENCE_MODELS}
 
-    monkeypatch.setattr(attack_plan, "SWEEP_ATTACKS", ("reconstruction", "calibrated"))
-    monkeypatch.setitem(registry._ATTACKS, "calibrated", Calibrated)
+    only = {"reconstruction": get_attack("reconstruction"), "calibrated": Calibrated}
+    monkeypatch.setattr(registry, "_ATTACKS", only)
     assert plan_attacks(None, {"none": WHOLE}) == {"none": ("reconstruction",)}
 
 
@@ -105,7 +110,7 @@ def test_requested_attacks_must_be_registered_and_in_the_sweeps_list(names, mess
 def test_a_decoder_only_release_gets_no_reconstruction_attack(monkeypatch):
     with pytest.raises(ValueError, match="--attack 'reconstruction' does not apply to --mech dp"):
         plan_attacks(["reconstruction"], {"none": WHOLE, "dp": ReleaseKind.DECODER_ONLY})
-    monkeypatch.setattr(attack_plan, "SWEEP_ATTACKS", ("reconstruction",))
+    monkeypatch.setattr(registry, "_ATTACKS", {"reconstruction": get_attack("reconstruction")})
     with pytest.raises(ValueError, match="no attack of the sweep's list .* applies to --mech dp"):
         plan_attacks(None, {"none": WHOLE, "dp": ReleaseKind.DECODER_ONLY})
 
@@ -146,6 +151,6 @@ def test_attack_refused_for_a_mechanism_whose_release_lacks_its_needs(
     )
     assert not out.exists()
     cells = build_cells(_sweep(tmp_path, mechs=("ldp",)), data_sha256="a" * 64)
-    assert {cell.attacks for cell, _ in cells if cell.mech.value == "ldp"} == {
+    assert {cell.attacks for cell, _ in cells if cell.mech == "ldp"} == {
         ("monte-carlo", "latent-search", "domias")
     }

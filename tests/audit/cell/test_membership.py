@@ -1,4 +1,5 @@
-"""D_atk's membership by independent coins (audit.pipeline.membership_by_coins, cell_data)."""
+"""D_atk's membership by independent coins (audit.cell.membership.membership_by_coins,
+cell_data)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
-from audit.pipeline import independent_membership, membership_by_coins
+from audit.cell.membership import independent_membership, membership_by_coins
+from audit.config import CellConfig
+from audit.profiles import PROFILES, ProfileName
 
 
-def _cell(seed: int, mech=MechanismName.NONE, value=None) -> CellConfig:
+def _cell(seed: int, mech="none", value=None) -> CellConfig:
     return CellConfig(
         dataset="digits",
         mech=mech,
@@ -26,7 +28,7 @@ def test_candidates_keep_the_rest_of_the_split_and_cells_of_a_seed_agree():
     train, test, members, others = membership_by_coins(train_idx, test_idx, _cell(3))
     assert len(members) + len(others) == 2 * 90  # n = min(|D_train|, |D_test|) from each side
     assert not set(train) & set(test) and set(train) | set(test) == set(train_idx) | set(test_idx)
-    same = membership_by_coins(train_idx, test_idx, _cell(3, MechanismName.CDP, 1.0))
+    same = membership_by_coins(train_idx, test_idx, _cell(3, "cdp", 1.0))
     mine = (train, test, members, others)
     assert all(np.array_equal(a, b) for a, b in zip(mine, same, strict=True))
 
@@ -52,8 +54,8 @@ def test_each_candidate_is_a_member_on_a_fair_coin_whatever_its_side():
 def test_cell_data_draws_d_atk_by_coins_and_says_so():
     from dataclasses import replace
 
+    from audit.cell.membership import attack_data, cell_data
     from audit.datasets import load_dataset, stratified_split
-    from audit.pipeline import attack_set, cell_data
 
     balanced = _cell(0)
     cell = replace(balanced, profile=replace(balanced.profile, membership_coins=True))
@@ -61,12 +63,12 @@ def test_cell_data_draws_d_atk_by_coins_and_says_so():
     split = stratified_split(dataset.y, fractions=dataset.split_fractions, seed=0)
     data = cell_data(dataset, split, cell)
     assert independent_membership(data) and "fair coin" in data.notes["attack_membership"]
-    atk = attack_set(data, cell)
+    atk = attack_data(data, cell)
     n_members = int(atk.is_member.sum())
     # quick caps D_train at 50: 50 + 50 candidates, Binomial(100, 1/2) of them members
     assert atk.n_records == 100 and n_members == len(data.train[0])
     plain = cell_data(dataset, split, balanced)  # the default: balanced, no bound claimed
     assert not independent_membership(plain) and "attack_membership" not in plain.notes
-    assert int(attack_set(plain, balanced).is_member.sum()) == 50
+    assert int(attack_data(plain, balanced).is_member.sum()) == 50
     assert "membership_coins" not in balanced.canonical()["profile"]  # old hashes kept
     assert cell.config_hash != balanced.config_hash

@@ -10,19 +10,16 @@ import pytest
 import torch
 
 from attacks.threat import Records
-from audit import reference_models as rm
-from audit.reference_models import (
-    ReferenceSpec,
-    build_reference_model,
+from audit.cell import reference_training, references
+from audit.cell.reference_cache import (
     cache_dir,
     cached_models,
     load_cached,
-    records_digest,
-    reference_recipe,
-    reference_set,
     save_models,
     save_trained,
 )
+from audit.cell.reference_training import build_reference_model, reference_set
+from audit.cell.references import ReferenceSpec, records_digest, reference_recipe
 
 
 def _reference(n: int = 24, *, seed: int = 0) -> Records:
@@ -55,15 +52,15 @@ def _spec(reference: Records, *, n_models: int = 2, n_train: int = 8, seed: int 
 
 @pytest.fixture
 def count_training(monkeypatch):
-    """How many VAEs :mod:`audit.reference_models` trains."""
+    """How many VAEs :mod:`audit.cell.references` trains."""
     calls = []
-    real = rm.train_vae
+    real = reference_training.train_vae
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(rm, "train_vae", counting)
+    monkeypatch.setattr(reference_training, "train_vae", counting)
     return calls
 
 
@@ -158,18 +155,19 @@ def test_a_bad_spec_is_refused():
         _spec(reference, n_models=0)
     spec = _spec(reference)
     with pytest.raises(ValueError, match="is for 24 reference records, got 10"):
-        rm.train_reference_model(spec, _reference(10), 0)
+        reference_training.train_reference_model(spec, _reference(10), 0)
 
 
 def _cell(mech: str, name: str, value: float | None, *, seed: int = 0):
-    from audit.config import PROFILES, CellConfig, MechanismName, ProfileName
+    from audit.config import CellConfig
+    from audit.profiles import PROFILES, ProfileName
 
     profile = replace(
         PROFILES[ProfileName.QUICK], epochs=1, batch_size=4, latent_dim=2, reference_models=2
     )
     return CellConfig(
         dataset="digits",
-        mech=MechanismName(mech),
+        mech=mech,
         param_name=name,
         param_value=value,
         seed=seed,
@@ -194,7 +192,7 @@ def test_mechanism_copying_models_train_through_the_cells_mechanism(monkeypatch,
     """Carlini et al.'s shadow models copy the training: a private cell's reference models run
     the target's own code path (prepare, train) with the cell's mechanism and grid value, each
     under its own seed (so its own noise), and differ from the non-private set."""
-    from audit import target_training
+    from audit.cell import target as target_training
 
     seen = []
     real = target_training.train_target
@@ -203,15 +201,15 @@ def test_mechanism_copying_models_train_through_the_cells_mechanism(monkeypatch,
         seen.append((cell, len(data.train[0])))
         return real(cell, data, ctx)
 
-    monkeypatch.setattr(rm, "train_target", spy)
+    monkeypatch.setattr(reference_training, "train_target", spy)
     reference = _reference(24)
     cell = _cell(mech, name, value, seed=5)
-    copying = rm.cell_spec(cell, _cell_data(), reference)
-    plain = rm.cell_spec(cell, _cell_data(), reference, copy_mechanism=False)
+    copying = references.cell_spec(cell, _cell_data(), reference)
+    plain = references.cell_spec(cell, _cell_data(), reference, copy_mechanism=False)
     assert copying.recipe.mechanism == mech and plain.recipe.nonprivate
     assert copying.key != plain.key
     models = reference_set(copying, reference).models
-    assert [(c.mech.value, c.param_value, n) for c, n in seen] == [(mech, value, 8)] * 2
+    assert [(c.mech, c.param_value, n) for c, n in seen] == [(mech, value, 8)] * 2
     seeds = {c.seed for c, _ in seen}
     assert len(seeds) == 2 and cell.seed not in seeds  # each model its own draws
     assert all(c.profile.batch_size == 4 and c.attacks == ("reconstruction",) for c, _ in seen)
@@ -227,9 +225,9 @@ def test_a_copying_recipe_caps_its_batch_at_its_records():
     cell = _cell("cdp", "noise_multiplier", 1.0)
     cell = replace(cell, profile=replace(cell.profile, batch_size=16))
     reference = _reference(24)
-    spec = rm.cell_spec(cell, _cell_data(8), reference)
+    spec = references.cell_spec(cell, _cell_data(8), reference)
     assert spec.recipe.records_per_model == 8 and spec.recipe.batch_size == 8  # q = 1, not 2
-    plain = rm.cell_spec(cell, _cell_data(8), reference, copy_mechanism=False)
+    plain = references.cell_spec(cell, _cell_data(8), reference, copy_mechanism=False)
     assert plain.recipe.batch_size == 16  # non-private Adam: as before
 
 
@@ -242,7 +240,7 @@ def test_dp_adam_copies_of_an_lstm_vae_load_in_its_fast_implementation():
     from audit.mechanisms import CellData
 
     cell = _cell("cdp", "noise_multiplier", 1.0)
-    spec = rm.cell_spec(cell, CellData(pair, pair, pair, 3, 100), reference)
+    spec = references.cell_spec(cell, CellData(pair, pair, pair, 3, 100), reference)
     (model, _) = reference_set(spec, reference).models
     assert not any(".l0.ih." in key for key in model.state)
     built = build_reference_model(spec.recipe, model)

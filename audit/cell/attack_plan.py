@@ -1,15 +1,16 @@
 """Which attacks a sweep's cells run, and the settings every attack is built from.
 
-A cell runs every attack of the sweep's attack list (:data:`SWEEP_ATTACKS`, or the names given
-with ``--attack``) that its mechanism's release allows (:class:`~attacks.threat.ReleaseKind`
-against each attack's ``needs``); the pipeline builds each one by name
+A cell runs every attack of the sweep's attack list (:func:`~attacks.registry.sweep_attacks`: each
+registered attack whose class sets ``in_sweep``, in registration order; or the names given with
+``--attack``) that its mechanism's release allows (:class:`~attacks.threat.ReleaseKind` against
+each attack's ``needs``); the pipeline builds each one by name
 (:func:`attacks.registry.build_attack`) from the profile's :class:`~attacks.attack.AttackSettings`.
 
 Besides the release, the sweep gives every attacker its side knowledge (:data:`SIDE_KNOWLEDGE`):
 reference records, the cell's D_test records outside D_atk
-(:func:`audit.pipeline.reference_records`), and, in cells whose attacks calibrate
+(:func:`audit.cell.membership.reference_records`), and, in cells whose attacks calibrate
 (:func:`calibrates`: latent search, the likelihood attack), R reference VAEs trained on them
-(:mod:`audit.reference_models`; R from the profile, ``--reference-models``). Those attacks add
+(:mod:`audit.cell.references`; R from the profile, ``--reference-models``). Those attacks add
 their calibrated variants then; they never *need* reference models, so the plan does not count
 them as side knowledge (an attack that needed them would apply to no cell with R = 0).
 """
@@ -21,20 +22,10 @@ from collections.abc import Mapping, Sequence
 from attacks.attack import AttackSettings
 from attacks.distances import Distance, distances_for
 from attacks.distances.ssim_window import SSIM_WIN_SIZE
-from attacks.registry import available_attacks, build_attack, get_attack
+from attacks.registry import available_attacks, build_attack, get_attack, sweep_attacks
 from attacks.threat import Capability, ReleaseKind, Threat
-from audit.rows import PAPER_ATTACK
+from audit.rows.row import PAPER_ATTACK
 from dpvae_core.records import Modality, record_modality
-
-SWEEP_ATTACKS: tuple[str, ...] = (
-    "reconstruction",
-    "monte-carlo",
-    "latent-search",
-    "likelihood",
-    "domias",
-)
-"""The sweep's attack list, in the order cells run them: every registered attack, the paper's
-reconstruction attack first."""
 
 SIDE_KNOWLEDGE: frozenset[Capability] = frozenset({Capability.REFERENCE_RECORDS})
 """What the sweep's attacker holds besides the release: reference records, no reference models."""
@@ -44,6 +35,7 @@ CELL_DEFAULT_ATTACKS: tuple[str, ...] = (PAPER_ATTACK,)
 :attr:`audit.config.CellConfig.attacks`, left out of a cell's hash and stored config at this
 value, so every stored config keeps its meaning): the reconstruction attack alone. A sweep's
 cells name theirs from :func:`plan_attacks`, whose default is every attack the release allows."""
+
 
 def runs_against(attack: Threat, kind: ReleaseKind) -> bool:
     """Whether ``attack``'s needs are met by a release of ``kind`` plus :data:`SIDE_KNOWLEDGE`."""
@@ -56,25 +48,25 @@ def calibrates(names: Sequence[str]) -> bool:
 
 
 def _allowed() -> str:
-    return ", ".join(SWEEP_ATTACKS)
+    return ", ".join(sweep_attacks())
 
 
 def check_requested(names: Sequence[str]) -> tuple[str, ...]:
-    """``--attack`` names, validated: each registered and in :data:`SWEEP_ATTACKS`, no repeats;
+    """``--attack`` names, validated: each registered and in the sweep's list, no repeats;
     returned in the sweep's order (so that the same set always names the same cells)."""
     if isinstance(names, str) or not names:
         raise ValueError(f"--attack needs at least one attack name; allowed: {_allowed()}")
     for name in names:
         if not isinstance(name, str) or name not in available_attacks():
             raise ValueError(f"--attack {name!r} is not a registered attack; allowed: {_allowed()}")
-        if name not in SWEEP_ATTACKS:
+        if name not in sweep_attacks():
             raise ValueError(
                 f"--attack {name!r} is registered but not in the sweep's attack list; "
                 f"allowed: {_allowed()}"
             )
     if len(set(names)) != len(names):
         raise ValueError(f"--attack names repeat: {list(names)}; allowed: {_allowed()}")
-    return tuple(name for name in SWEEP_ATTACKS if name in names)
+    return tuple(name for name in sweep_attacks() if name in names)
 
 
 def plan_attacks(
@@ -83,20 +75,20 @@ def plan_attacks(
     """The attacks each mechanism's cells run, for mechanisms ``releases`` (name -> what it
     releases; the baseline ``none`` included).
 
-    ``requested`` None (no ``--attack``): every attack of :data:`SWEEP_ATTACKS` the mechanism's
+    ``requested`` None (no ``--attack``): every attack of the sweep's list the mechanism's
     release allows, so the cell's held-out worst case is over all of them.
     Otherwise the requested names (:func:`check_requested`), each of which must apply to every
     mechanism's release. A mechanism left with no attack is refused: its cells would measure
     nothing.
     """
-    names = SWEEP_ATTACKS if requested is None else check_requested(requested)
+    names = sweep_attacks() if requested is None else check_requested(requested)
     plan = {}
     for mech, kind in releases.items():
         runs = tuple(n for n in names if runs_against(get_attack(n), kind))
         if requested is not None and runs != names:
             refused = next(n for n in names if n not in runs)
             needs = ", ".join(sorted(c.value for c in get_attack(refused).needs))
-            fits = [n for n in SWEEP_ATTACKS if runs_against(get_attack(n), kind)]
+            fits = [n for n in sweep_attacks() if runs_against(get_attack(n), kind)]
             raise ValueError(
                 f"--attack {refused!r} does not apply to --mech {mech}, which releases "
                 f"{kind.value} ({refused} needs {needs}); allowed for {mech}: "
@@ -154,7 +146,7 @@ def check_ssim_window(
     size = below_ssim_window(record_shape)
     if size is None:
         return
-    ssim = ssim_attacks(SWEEP_ATTACKS, settings)
+    ssim = ssim_attacks(sweep_attacks(), settings)
     users = {n: [m for m, names in plan.items() if n in names] for n in ssim}
     users = {n: mechs for n, mechs in users.items() if mechs}
     if not users:
@@ -162,7 +154,7 @@ def check_ssim_window(
     side = f"{SSIM_WIN_SIZE}x{SSIM_WIN_SIZE}"
     fits = [
         n
-        for n in SWEEP_ATTACKS
+        for n in sweep_attacks()
         if n not in ssim and all(runs_against(get_attack(n), k) for k in releases.values())
     ]
     fix = f", or the attacks without SSIM: --attack {' '.join(fits)}" if fits else ""

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, profile_for_dataset
-from audit.pipeline import balanced_subset
+from audit.cell.membership import balanced_subset
+from audit.config import CellConfig
+from audit.profiles import PROFILES, ProfileName, profile_for_dataset
 
 
 def _naive_counts(counts: list[int], k: int) -> list[int]:
@@ -50,12 +51,12 @@ def test_face_profiles_balance_d_train_and_use_the_face_embedding_classifier(pro
 
 def test_face_settings_are_in_the_hash_and_unset_ones_are_not():
     quick = PROFILES[ProfileName.QUICK]
-    plain = CellConfig("digits", MechanismName.NONE, "none", None, 0, quick)
+    plain = CellConfig("digits", "none", "none", None, 0, quick)
     assert "balanced_train" not in plain.canonical()["profile"]
-    faces = CellConfig("lfw20", MechanismName.NONE, "none", None, 0, quick)
+    faces = CellConfig("lfw20", "none", "none", None, 0, quick)
     balanced = CellConfig(
         "lfw20",
-        MechanismName.NONE,
+        "none",
         "none",
         None,
         0,

@@ -18,10 +18,13 @@ import pandas as pd
 import pytest
 import torch
 
-from audit import executors, results
-from audit.config import PROFILES, MechanismName, ProfileName, SweepConfig
-from audit.executors import RAY_EXTRA, ExecutorName, RayExecutor, RaySettings
-from audit.sweep import SweepIncomplete, compute_cell, run_sweep
+from audit import results
+from audit.config import SweepConfig
+from audit.profiles import PROFILES, ProfileName
+from audit.sweep import executors
+from audit.sweep.executors import RAY_EXTRA, ExecutorName, RayExecutor, RaySettings
+from audit.sweep.jobs import SweepIncomplete, compute_cell
+from audit.sweep.runner import run_sweep
 from benchmark import main
 
 TINY = replace(
@@ -42,7 +45,7 @@ def _config(out: Path, **kw) -> SweepConfig:
     kw.setdefault("attacks", ("reconstruction",))  # executor mechanics: one attack is enough
     return SweepConfig(
         dataset="digits",
-        mechs=(MechanismName.NONE, MechanismName.LDP),
+        mechs=("none", "ldp"),
         profile_name=ProfileName.QUICK,
         profile=TINY,
         seeds=(0,),
@@ -168,7 +171,7 @@ def test_ray_sweep_writes_the_same_runs_csv_as_the_local_executor(tmp_path, ray_
 
 def _dies_once(job, dataset, *, threads=None, marker: str, mech: str):
     """A worker that is killed (SIGKILL) mid-cell on its first attempt at ``mech``'s cell."""
-    if job.cell.mech.value == mech and os.path.exists(marker):
+    if job.cell.mech == mech and os.path.exists(marker):
         os.remove(marker)
         os.kill(os.getpid(), signal.SIGKILL)
     return compute_cell(job, dataset, threads=threads)

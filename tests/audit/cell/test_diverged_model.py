@@ -18,8 +18,8 @@ import torch
 import audit.mechanisms.mechanism as mechanism_module
 from attacks.attack import AttackResult, Variant
 from attacks.distances import Distance
-from audit.config import CellConfig, MechanismName
-from audit.pipeline import run_cell
+from audit.cell.run import run_cell
+from audit.config import CellConfig
 from models.generation import finite_records
 from models.vae import ConditionalConvVAE, vae_loss_terms
 from tests.audit.empirical.fixtures import CTX, TINY_PROFILE, tiny_data
@@ -104,7 +104,7 @@ def test_a_diverged_target_gives_every_attacks_rows_flagged_instead_of_an_error(
     data = replace(data, test=(x[96:200], y[96:200]), n_total=200)  # 40 reference records
     cell = CellConfig(
         dataset="digits",
-        mech=MechanismName.NONE,
+        mech="none",
         param_name="none",
         param_value=None,
         seed=0,

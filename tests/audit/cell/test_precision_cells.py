@@ -8,15 +8,16 @@ import pandas as pd
 import pytest
 
 from audit import io
-from audit.config import MechanismName
 from audit.mechanisms.mechanism import training_seed
-from audit.sweep import _acc_real_key, build_cells, run_sweep
+from audit.sweep.plan import build_cells
+from audit.sweep.real_accuracy import _acc_real_key
+from audit.sweep.runner import run_sweep
 from benchmark import main
-from tests.audit.test_sweep import TINY_ARGS, _config
+from tests.audit.sweep.test_runner import TINY_ARGS, _config
 
 
 def _cells(tmp_path, precision):
-    config = _config(tmp_path, mechs=(MechanismName.CDP,), grid=(1.0,), precision=precision)
+    config = _config(tmp_path, mechs=("cdp",), grid=(1.0,), precision=precision)
     return [cell for pair in build_cells(config, data_sha256="d" * 64) for cell in pair]
 
 

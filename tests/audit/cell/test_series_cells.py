@@ -10,9 +10,10 @@ import torch
 
 from attacks import Distance
 from attacks.distances import distances_for
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, SweepConfig
+from audit.config import CellConfig, SweepConfig
 from audit.mechanisms import CellData, Context, Trained, get_mechanism, make_cell
-from audit.sweep import run_sweep
+from audit.profiles import PROFILES, ProfileName
+from audit.sweep.runner import run_sweep
 from dpvae_core.progress import null_progress
 from dpvae_core.records import Modality
 from models.classifier import SmallCNN
@@ -23,7 +24,7 @@ from models.training import TrainHistory
 from models.vae import ConditionalConvVAE
 from tests.audit.mechanisms.stats import Z_THRESHOLD, laplace_variance_z
 
-from .datasets.fixtures import build_motionsense_fixture
+from ..datasets.fixtures import build_motionsense_fixture
 
 CTX = Context(device="cpu", progress=null_progress)
 TINY = replace(PROFILES[ProfileName.QUICK], epochs=2, attack_samples=3, classifier_epochs=2)
@@ -36,7 +37,7 @@ def series_data(n=(40, 10, 10), shape=(20, 3), *, value: float = 0.0) -> CellDat
     return CellData(pair(n[0]), pair(n[1]), pair(n[2]), num_classes=2, n_total=sum(n))
 
 
-def cell(mech: MechanismName, value: float, **options: object) -> CellConfig:
+def cell(mech: str, value: float, **options: object) -> CellConfig:
     profile = replace(TINY, epochs=1, latent_dim=4)
     return make_cell("basicmotions", mech, "p", value, 0, profile, options)
 
@@ -71,7 +72,7 @@ def test_ldp_series_noise_is_laplace_with_sensitivity_two(wrong_factor):
     """Mid-range values, eps_i = 200: noise Laplace(2 / 200) per value (clipping at +-1 has
     probability e^-100); a sensitivity of 1 (factor 0.5) is rejected by the same check."""
     data = series_data(n=(4000, 10, 10), shape=(25, 2))
-    prepared = get_mechanism("ldp").prepare(cell(MechanismName.LDP, 200.0), data, CTX)
+    prepared = get_mechanism("ldp").prepare(cell("ldp", 200.0), data, CTX)
     z = laplace_variance_z(prepared.train[0] - data.train[0], scale=wrong_factor * 2 / 200.0)
     assert (abs(z) < Z_THRESHOLD) == (wrong_factor == 1.0)
 
@@ -80,29 +81,27 @@ def test_ldp_series_settings_clipping_and_claim():
     data = series_data(value=0.5)
     data = replace(data, val=(torch.full_like(data.val[0], 3.0), data.val[1]))  # beyond [-1, 1]
     ldp = get_mechanism("ldp")
-    full = ldp.prepare(cell(MechanismName.LDP, 1.0), data, CTX)
+    full = ldp.prepare(cell("ldp", 1.0), data, CTX)
     assert full.train[0].abs().max() <= 1 and full.val[0].abs().max() <= 1
     assert full.notes["labels"].startswith("not perturbed")
     assert not torch.equal(full.train[0], data.train[0])
-    only_train = ldp.prepare(cell(MechanismName.LDP, 1.0, ldp_setting="train"), data, CTX)
+    only_train = ldp.prepare(cell("ldp", 1.0, ldp_setting="train"), data, CTX)
     assert torch.equal(only_train.val[0], data.val[0])
-    claim = ldp.claim(cell(MechanismName.LDP, 0.5), data, Trained(TrainHistory()))
+    claim = ldp.claim(cell("ldp", 0.5), data, Trained(TrainHistory()))
     assert claim.epsilon == 0.5 * 20 * 3 and claim.delta == 0
     assert claim.extra["eps_per_measurement"] == 0.5
     # windows every 5 of 20 samples: each measurement in up to 4 windows, a window's time steps
     # perturbed 20 + 2 * (15 + 10 + 5) = 80 times in all
-    overlap = ldp.claim(
-        cell(MechanismName.LDP, 0.5, window_stride=5), data, Trained(TrainHistory())
-    )
+    overlap = ldp.claim(cell("ldp", 0.5, window_stride=5), data, Trained(TrainHistory()))
     assert overlap.extra["eps_per_measurement"] == 2.0
     assert overlap.epsilon == 0.5 * 80 * 3
     with pytest.raises(ValueError, match="pixel_cell applies to images only"):
-        ldp.prepare(cell(MechanismName.LDP, 1.0, pixel_cell=2), data, CTX)
+        ldp.prepare(cell("ldp", 1.0, pixel_cell=2), data, CTX)
 
 
 def test_vae_ldp_series_uses_the_lstm_perturbation_model():
     data = series_data()
-    prepared = get_mechanism("vae-ldp").prepare(cell(MechanismName.VAE_LDP, 1.0), data, CTX)
+    prepared = get_mechanism("vae-ldp").prepare(cell("vae-ldp", 1.0), data, CTX)
     assert prepared.train[0].shape == data.train[0].shape
     assert prepared.train[0].abs().max() < 1  # an LSTM decoder's range
     assert not torch.equal(prepared.train[0], data.train[0])
@@ -112,7 +111,7 @@ def test_tiny_sweep_on_the_motionsense_fixture(tmp_path):
     home = build_motionsense_fixture(tmp_path / "data")
     config = SweepConfig(
         dataset="motionsense",
-        mechs=(MechanismName.NONE, MechanismName.LDP),
+        mechs=("none", "ldp"),
         profile_name=ProfileName.QUICK,
         profile=TINY,
         seeds=(0,),
@@ -120,7 +119,7 @@ def test_tiny_sweep_on_the_motionsense_fixture(tmp_path):
         data_home=home,
         grid=(1.0,),
         progress=False,
-        attacks=("reconstruction",),  # the mechanism's rows, at the cheapest attack set
+        attacks=("reconstruction",),  # the mechanism's rows, at the cheapest list of attacks
     )
     rows = run_sweep(config).rows
     assert sorted(rows.mech) == ["ldp", "none"] and set(rows.distance) == {"mse"}

@@ -5,7 +5,7 @@ likelihood attack (offline LiRA, Carlini et al. 2022, Section 4.2) compare a rec
 the target with its scores under models of the same kind trained without it. A cell's attacker
 trains R such VAEs:
 
-* on the cell's reference records (:func:`audit.pipeline.reference_records`: D_test records
+* on the cell's reference records (:func:`audit.cell.membership.reference_records`: D_test records
   outside D_atk, so in neither D_train nor D_atk), model r on a seeded random subset of
   min(half of them, |D_train|) records, so that the models differ and none sees more records than
   the target (Carlini et al. train shadow models on datasets of the target's size: a VAE fitted
@@ -16,7 +16,7 @@ trains R such VAEs:
 * with the cell's training procedure, its privacy mechanism included (:class:`ReferenceRecipe`;
   Carlini et al.'s shadow models copy the target's training): the cell's mechanism, grid value
   and options, run through the very code that trains the target
-  (:func:`audit.target_training.train_target`: DP-Adam at the cell's noise multiplier for cdp,
+  (:func:`audit.cell.target.train_target`: DP-Adam at the cell's noise multiplier for cdp,
   cdp-termwise and dp2vae's decoder, the cell's ldp or vae-ldp perturbation of the reference
   records), with the target's model family and latent size and the profile's epochs, learning
   rate and beta; the batch size is the profile's, or the model's record count where that is
@@ -52,37 +52,32 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
-from attacks.threat import Records
-from audit import io
-from audit.attack_plan import CELL_DEFAULT_ATTACKS
+from attacks import Records
+from audit.cell.attack_plan import CELL_DEFAULT_ATTACKS
+from audit.cell.membership import reference_records
 from audit.config import CellConfig
-from audit.mechanisms import CellData, Context
-from audit.target_training import train_target
+from audit.mechanisms import BASELINE, CellData
 from dpvae_core.digests import json_digest
-from dpvae_core.progress import ProgressFactory, null_progress
-from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
+from dpvae_core.seeding import Purpose, derive_seed
 from models.factory import model_family
-from models.lstm_vae import without_dp_lstm_aliases
-from models.training import VAETrainSettings, train_vae
 
 log = logging.getLogger(__name__)
 
+
 REFERENCE_DIR = "reference-models"
 """The cache's folder under a sweep's output directory."""
+
+
 SPEC_FILE = "reference.json"
 
 
-NONPRIVATE = "none"
+NONPRIVATE = BASELINE
 """:attr:`ReferenceRecipe.mechanism` of reference models trained with non-private Adam."""
 
 
@@ -297,14 +292,14 @@ def cell_spec(
     )
     recipe = replace(recipe, precision=cell.precision)
     copied = None
-    if copy_mechanism and cell.mech.value != NONPRIVATE:
+    if copy_mechanism and cell.mech != NONPRIVATE:
         batch = min(recipe.batch_size, recipe.records_per_model)
         base = reference_cell(cell, batch_size=batch).identity()
         base.pop("seed")
         recipe = replace(
             recipe,
             batch_size=batch,
-            mechanism=cell.mech.value,
+            mechanism=cell.mech,
             copies=_copies(cell),
             training=json_digest(base),
         )
@@ -321,244 +316,19 @@ def cell_spec(
     )
 
 
-def _subset(spec: ReferenceSpec, index: int) -> tuple[np.ndarray, np.ndarray]:
-    """(training positions, the other positions), sorted, of model ``index``."""
-    rng = numpy_rng(spec.seed, Purpose.REFERENCE, "records", index)
-    order = rng.permutation(spec.n_reference)
-    k = spec.recipe.records_per_model
-    return np.sort(order[:k]), np.sort(order[k:])
+def cell_reference_specs(cell: CellConfig, data: CellData) -> tuple[ReferenceSpec, ...]:
+    """The specs of the cell's reference models on its own reference records (what the sweep's
+    driver looks up in the cache before the cell runs): the mechanism-copying set, then, for a
+    private mechanism, the non-private one (:func:`~audit.cell.references.cell_spec`); empty
+    where the cell trains none."""
+    return _specs(cell, data, reference_records(data, cell))
 
 
-def _fresh_model(recipe: ReferenceRecipe, *, init_seed: int | None) -> nn.Module:
-    family = model_family(recipe.record_shape, recipe.num_classes)
-    with torch.random.fork_rng(devices=[]):
-        if init_seed is not None:
-            torch.manual_seed(init_seed)
-        return family.target_vae(latent_dim=recipe.latent_dim, per_example_gradients=False)
-
-
-def _train_copying(
-    spec: ReferenceSpec,
-    train: tuple[torch.Tensor, torch.Tensor],
-    val: tuple[torch.Tensor, torch.Tensor],
-    index: int,
-    *,
-    device: str,
-    progress: ProgressFactory,
-) -> dict[str, torch.Tensor]:
-    """Model ``index``'s state, trained by the copied cell's mechanism through the target's own
-    code path (:func:`audit.target_training.train_target`) on ``train``, validated on ``val``."""
-    assert spec.copied is not None
-    cell = reference_cell(spec.copied, batch_size=spec.recipe.batch_size, index=index)
-    data = CellData(
-        train=train,
-        val=val,
-        test=val,
-        num_classes=spec.recipe.num_classes,
-        n_total=spec.n_reference,
-    )
-    target = train_target(cell, data, Context(device=device, progress=progress))
-    # in its inference form (DP-Adam's DPLSTMs fused): the keys of the model _fresh_model builds
-    return without_dp_lstm_aliases(target.model.state_dict())
-
-
-def train_reference_model(
-    spec: ReferenceSpec,
-    reference: Records,
-    index: int,
-    *,
-    device: str = "cpu",
-    progress: ProgressFactory = null_progress,
-) -> ReferenceModel:
-    """Train reference model ``index`` of ``spec`` on its subset of ``reference``.
-
-    The reference records it does not train on validate it (the loss history only; validation
-    never changes the weights).
-    """
-    if len(reference) != spec.n_reference:
-        raise ValueError(
-            f"spec {spec.key} is for {spec.n_reference} reference records, got {len(reference)}"
-        )
-    if not 0 <= index < spec.n_models:
-        raise ValueError(f"model index must lie in [0, {spec.n_models}), got {index!r}")
-    recipe = spec.recipe
-    train_at, val_at = _subset(spec, index)
-    start = time.perf_counter()
-    pair = (reference.x[train_at], reference.y[train_at])
-    val = (reference.x[val_at], reference.y[val_at])
-    if recipe.nonprivate:
-        model = _fresh_model(
-            recipe, init_seed=derive_seed(spec.seed, Purpose.REFERENCE, "init", index) % 2**63
-        )
-        settings = VAETrainSettings(
-            epochs=recipe.epochs,
-            batch_size=recipe.batch_size,
-            lr=recipe.lr,
-            beta=recipe.beta,
-            seed=derive_seed(spec.seed, Purpose.REFERENCE, "train", index),
-            device=device,
-            precision=recipe.precision,
-        )
-        train_vae(model, pair, val, settings, progress=progress)
-        trained = model.state_dict()
-    else:
-        trained = _train_copying(spec, pair, val, index, device=device, progress=progress)
-    state = {name: value.detach().cpu().clone() for name, value in trained.items()}
-    return ReferenceModel(
-        key=spec.key,
-        index=index,
-        state=state,
-        records=train_at.astype(np.int64),
-        seconds=time.perf_counter() - start,
-    )
-
-
-def build_reference_model(
-    recipe: ReferenceRecipe, model: ReferenceModel, *, device: str = "cpu"
-) -> nn.Module:
-    """The trained VAE of ``model``, on ``device``, in eval mode and its inference
-    implementation (:meth:`models.factory.ModelFamily.for_inference`)."""
-    vae = _fresh_model(recipe, init_seed=None)
-    vae.load_state_dict(model.state)
-    family = model_family(recipe.record_shape, recipe.num_classes)
-    return family.for_inference(vae.to(torch.device(device))).eval()
-
-
-@dataclass(frozen=True)
-class ReferenceSet:
-    """A cell's R reference models: ``models`` in index order, ``trained`` the indices trained
-    by this cell (the others came from the cache)."""
-
-    spec: ReferenceSpec
-    models: tuple[ReferenceModel, ...]
-    trained: tuple[int, ...]
-
-    @property
-    def new_models(self) -> tuple[ReferenceModel, ...]:
-        """The models this cell trained (what the cache lacks)."""
-        return tuple(m for m in self.models if m.index in self.trained)
-
-    @property
-    def seconds_trained_here(self) -> float:
-        """Training seconds spent by this cell."""
-        return sum(m.seconds for m in self.new_models)
-
-    def modules(self, *, device: str = "cpu") -> tuple[nn.Module, ...]:
-        """The R VAEs, ready for the attacks."""
-        return tuple(build_reference_model(self.spec.recipe, m, device=device) for m in self.models)
-
-    def note(self) -> str:
-        """What a row says of its reference models."""
-        total = sum(m.seconds for m in self.models)
-        cached = len(self.models) - len(self.trained)
-        return (
-            f"{self.spec.describe()}, {len(self.trained)} trained in this cell "
-            f"({self.seconds_trained_here:.1f} s) and {cached} from the cache, "
-            f"{total:.1f} s of training in all"
-        )
-
-
-def reference_set(
-    spec: ReferenceSpec,
-    reference: Records,
-    *,
-    cached: Iterable[ReferenceModel] = (),
-    device: str = "cpu",
-    progress: ProgressFactory = null_progress,
-) -> ReferenceSet:
-    """The R models of ``spec``: those of ``cached`` that belong to it, the others trained."""
-    have = {m.index: m for m in cached if m.key == spec.key and 0 <= m.index < spec.n_models}
-    models, trained = [], []
-    for index in range(spec.n_models):
-        if index not in have:
-            log.info("training reference VAE %d of %d (%s)", index + 1, spec.n_models, spec.key)
-            have[index] = train_reference_model(
-                spec, reference, index, device=device, progress=progress
-            )
-            trained.append(index)
-        models.append(have[index])
-    return ReferenceSet(spec=spec, models=tuple(models), trained=tuple(trained))
-
-
-# ---- the cache -------------------------------------------------------------------------------
-
-
-def cache_dir(out: Path, spec: ReferenceSpec) -> Path:
-    """``out/reference-models/<key>``."""
-    return Path(out) / REFERENCE_DIR / spec.key
-
-
-def _model_path(out: Path, spec: ReferenceSpec, index: int) -> Path:
-    return cache_dir(out, spec) / f"model_{index}.pt"
-
-
-def load_cached(out: Path, spec: ReferenceSpec) -> dict[int, ReferenceModel]:
-    """The models of ``spec`` cached under ``out``, by index; a file that does not load, or
-    holds another key or index, is skipped with a warning (that model is trained again)."""
-    found: dict[int, ReferenceModel] = {}
-    for index in range(spec.n_models):
-        path = _model_path(out, spec, index)
-        if not path.is_file():
-            continue
-        try:
-            payload = io.load_state(path)
-            if payload.get("schema_version") != io.SCHEMA_VERSION:
-                raise ValueError(f"schema_version {payload.get('schema_version')!r}")
-            if payload["key"] != spec.key or payload["index"] != index:
-                raise ValueError(f"holds model {payload['index']} of key {payload['key']}")
-            model = ReferenceModel(
-                key=spec.key,
-                index=index,
-                state=dict(payload["model"]),
-                records=payload["records"].numpy().astype(np.int64),
-                seconds=float(payload["seconds"]),
-            )
-        except Exception as exc:  # noqa: BLE001 - any unreadable file: train that model again
-            log.warning("not using reference model file %s (%s: %s)", path, type(exc).__name__, exc)
-            continue
-        found[index] = model
-    return found
-
-
-def save_models(out: Path, spec: ReferenceSpec, models: Iterable[ReferenceModel]) -> None:
-    """Write ``models`` of ``spec`` under ``out`` (each atomically), then ``reference.json``
-    describing every model of the spec found there."""
-    for model in models:
-        if model.key != spec.key:
-            raise ValueError(f"model {model.index} belongs to key {model.key}, not {spec.key}")
-        io.save_state(
-            _model_path(out, spec, model.index),
-            {
-                "key": model.key,
-                "index": model.index,
-                "model": model.state,
-                "records": torch.from_numpy(model.records),
-                "seconds": model.seconds,
-            },
-        )
-    present = load_cached(out, spec)
-    io.write_json(
-        cache_dir(out, spec) / SPEC_FILE,
-        {
-            "key": spec.key,
-            "spec": spec.canonical(),
-            "models": [
-                {"index": m.index, "records": int(m.records.size), "seconds": m.seconds}
-                for m in sorted(present.values(), key=lambda m: m.index)
-            ],
-        },
-    )
-
-
-def cached_models(out: Path, spec: ReferenceSpec | None) -> tuple[ReferenceModel, ...]:
-    """:func:`load_cached` as a tuple in index order; empty for no spec."""
-    if spec is None:
+def _specs(
+    cell: CellConfig, data: CellData, reference: Records | None
+) -> tuple[ReferenceSpec, ...]:
+    copying = cell_spec(cell, data, reference)
+    if copying is None:
         return ()
-    return tuple(m for _, m in sorted(load_cached(out, spec).items()))
-
-
-def save_trained(out: Path, references: ReferenceSet | None) -> None:
-    """Cache the models ``references`` trained (nothing where it trained none)."""
-    if references is None or not references.trained:
-        return
-    save_models(out, references.spec, references.new_models)
+    plain = cell_spec(cell, data, reference, copy_mechanism=False)
+    return (copying,) if plain is None or plain.key == copying.key else (copying, plain)

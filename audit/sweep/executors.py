@@ -1,7 +1,7 @@
 """Where cells run: in this process (the default) or as Ray tasks on a cluster.
 
 An executor takes the sweep's pending cells and yields each one's outcome as it finishes. It
-never writes: the driver (:func:`audit.sweep.run_sweep`) alone writes cell directories and
+never writes: the driver (:func:`audit.sweep.runner.run_sweep`) alone writes cell directories and
 ``runs.csv``, so workers need no shared file system and a rerun resumes the same way whichever
 executor ran the first attempt. A cell whose task died (worker killed, node lost, after Ray's
 retries) comes back as :class:`CellFailed`, is not written, and so is rerun next time.

@@ -1,9 +1,9 @@
-"""What each row says its attacker saw and knew (audit.threat_columns)."""
+"""What each row says its attacker saw and knew (audit.rows.threat_columns)."""
 
 from __future__ import annotations
 
 from attacks.registry import get_attack
-from audit.threat_columns import attacker_sees, threat_columns
+from audit.rows.threat_columns import attacker_sees, threat_columns
 
 
 def _columns(attack: str, distance: str, variant: str) -> dict:

@@ -15,13 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.attack_plan import SWEEP_ATTACKS
-from audit.config import PROFILES, CellConfig, MechanismName, ProfileName, SweepConfig
-from audit.rows import COLUMNS
-from audit.sweep import run_sweep
+from attacks.registry import sweep_attacks
+from audit.config import CellConfig, SweepConfig
+from audit.profiles import PROFILES, ProfileName
+from audit.rows.row import COLUMNS
+from audit.sweep.runner import run_sweep
 from benchmark import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TINY = replace(
     PROFILES[ProfileName.QUICK],
     epochs=2,
@@ -44,7 +45,7 @@ TINY_ARGS = [
     "1",
     "--latent-dim",
     "4",
-    "--attack",  # these tests are of the sweep's mechanics: its cheapest attack set
+    "--attack",  # these tests are of the sweep's mechanics: its cheapest list of attacks
     "reconstruction",
 ]
 
@@ -52,25 +53,25 @@ TINY_ARGS = [
 def _config(out: Path, **kw) -> SweepConfig:
     base = dict(
         dataset="digits",
-        mechs=(MechanismName.NONE,),
+        mechs=("none",),
         profile_name=ProfileName.QUICK,
         profile=TINY,
         seeds=(0,),
         out=out,
         progress=False,
         report=False,  # the report's own test below writes it
-        attacks=("reconstruction",),  # the sweep's mechanics, at its cheapest attack set
+        attacks=("reconstruction",),  # the sweep's mechanics, at its cheapest list of attacks
     )
     return SweepConfig(**{**base, **kw})
 
 
 def test_sweep_writes_rows_and_resumes_without_recomputation(tmp_path):
-    first = run_sweep(_config(tmp_path, attacks=SWEEP_ATTACKS))
+    first = run_sweep(_config(tmp_path, attacks=sweep_attacks()))
     assert (first.ran, first.reused) == (1, 0)
     frame = pd.read_csv(first.csv_path)
     assert set(COLUMNS) <= set(frame.columns)
     assert (frame.precision == "float32").all()  # the default, though the cells do not name it
-    assert set(frame.attack) == set(SWEEP_ATTACKS)  # every attack the release allows
+    assert set(frame.attack) == set(sweep_attacks())  # every attack the release allows
     assert sorted(frame.distance[frame.attack == "reconstruction"]) == ["mse", "ssim"]
     assert frame.worst_case.sum() == 1 and frame.worst_mi_ap.nunique() == 1
     assert (
@@ -83,11 +84,11 @@ def test_sweep_writes_rows_and_resumes_without_recomputation(tmp_path):
     for name in ("config.json", "metadata.json", "history.json", "model.pt", "rows.json"):
         assert (cell / name).is_file()
     mtime = (cell / "model.pt").stat().st_mtime_ns
-    again = run_sweep(_config(tmp_path, attacks=SWEEP_ATTACKS))
+    again = run_sweep(_config(tmp_path, attacks=sweep_attacks()))
     assert (again.ran, again.reused) == (0, 1)
     assert (cell / "model.pt").stat().st_mtime_ns == mtime
     pd.testing.assert_frame_equal(pd.read_csv(again.csv_path), frame)
-    redo = run_sweep(_config(tmp_path, overwrite=True, attacks=SWEEP_ATTACKS))
+    redo = run_sweep(_config(tmp_path, overwrite=True, attacks=sweep_attacks()))
     assert (redo.ran, redo.reused) == (1, 0)
 
 
@@ -174,7 +175,7 @@ def test_changed_npz_contents_are_never_reused(tmp_path):
 
 
 def test_a_torn_rows_json_is_rerun_and_does_not_stop_other_sweeps(tmp_path, caplog):
-    ldp_config = _config(tmp_path, mechs=(MechanismName.LDP,), grid=(10.0,))
+    ldp_config = _config(tmp_path, mechs=("ldp",), grid=(10.0,))
     first = run_sweep(ldp_config)
     assert first.ran == 2
     ldp = first.rows.loc[first.rows.mech == "ldp", "config_hash"].iloc[0]
@@ -254,9 +255,9 @@ def test_every_sweep_ends_with_its_report_unless_told_not_to(tmp_path, monkeypat
     figures = {p.name for p in (tmp_path / "report").iterdir()}
     for stem in ("attack_curves_mse", "reconstructions_none", "samples_none"):
         assert {f"digits-quick-{stem}.png", f"digits-quick-{stem}.pdf"} <= figures
-    assert "attack_set.npz" not in report.read_text()  # the grid read the saved records
+    assert "attack_index.npz" not in report.read_text()  # the grid read the saved records
     cell = next((tmp_path / "cells").iterdir())
-    assert (cell / "attack_set.npz").is_file()
+    assert (cell / "attack_index.npz").is_file()
 
     (tmp_path / "report").rename(tmp_path / "old-report")
     assert main([*argv, "--no-progress", "--no-report"]) == 0
@@ -265,17 +266,17 @@ def test_every_sweep_ends_with_its_report_unless_told_not_to(tmp_path, monkeypat
 
 
 def test_the_report_switch_changes_no_cell():
-    from audit.sweep import build_cells
+    from audit.sweep.plan import build_cells
 
     def hashes(report: bool) -> list[str]:
-        config = _config(Path("unused"), mechs=(MechanismName.CDP,), report=report)
+        config = _config(Path("unused"), mechs=("cdp",), report=report)
         return [cell.config_hash for cell, _ in build_cells(config, data_sha256="a" * 64)]
 
     assert hashes(True) == hashes(False)
 
 
 def test_audit_switch_fills_epsilon_lower_of_private_cells_only(tmp_path):
-    run = run_sweep(_config(tmp_path, mechs=(MechanismName.LDP,), grid=(2.0,), audit=True))
+    run = run_sweep(_config(tmp_path, mechs=("ldp",), grid=(2.0,), audit=True))
     frame = pd.read_csv(run.csv_path)
     ldp, none = frame[frame.mech == "ldp"], frame[frame.mech == "none"]
     assert np.isfinite(ldp.epsilon_lower).all() and (ldp.epsilon_lower > 0).all()
@@ -289,10 +290,10 @@ def test_audit_switch_fills_epsilon_lower_of_private_cells_only(tmp_path):
 
 
 def test_the_audit_switch_changes_private_cells_only():
-    from audit.sweep import build_cells
+    from audit.sweep.plan import build_cells
 
     def hashes(audit: bool) -> list[str]:
-        config = _config(Path("unused"), mechs=(MechanismName.LDP,), grid=(1.0, 2.0), audit=audit)
+        config = _config(Path("unused"), mechs=("ldp",), grid=(1.0, 2.0), audit=audit)
         return [cell.config_hash for cell, _ in build_cells(config, data_sha256="a" * 64)]
 
     plain, audited = hashes(False), hashes(True)
@@ -309,7 +310,7 @@ def test_reference_models_are_trained_once_per_seed_and_reused(tmp_path):
     from audit.results import scores_key
 
     attacks = ("latent-search", "likelihood")
-    config = _config(tmp_path, mechs=(MechanismName.NONE, MechanismName.LDP), grid=(100.0,))
+    config = _config(tmp_path, mechs=("none", "ldp"), grid=(100.0,))
     first = run_sweep(replace(config, attacks=attacks))
     rows = first.rows.sort_values(["mech", "attack", "variant"])
     expected = {
@@ -362,8 +363,8 @@ def test_reference_models_are_trained_once_per_seed_and_reused(tmp_path):
 def test_a_sweeps_options_are_checked_once_per_phase_through_one_entry_point(monkeypatch, tmp_path):
     """run_sweep checks the options through check_sweep alone: once before loading the data and
     once with it; build_cells runs once and checks nothing itself."""
-    from audit import sweep
     from audit.mechanisms.mechanism import Mechanism
+    from audit.sweep import runner as sweep
 
     calls: list[object] = []
     original = Mechanism.check_options
@@ -377,7 +378,7 @@ def test_a_sweeps_options_are_checked_once_per_phase_through_one_entry_point(mon
     monkeypatch.setattr(Mechanism, "check_options", spy)
     monkeypatch.setattr(sweep, "build_cells", lambda *a, **k: built.append(1) or build(*a, **k))
     big_batch = replace(TINY, batch_size=999)
-    config = _config(tmp_path / "out", mechs=(MechanismName.CDP,), profile=big_batch)
+    config = _config(tmp_path / "out", mechs=("cdp",), profile=big_batch)
     with pytest.raises(ValueError, match="--batch-size 999 exceeds"):
         sweep.run_sweep(config)
     assert [d is None for d in calls] == [True, False] and built == []
@@ -390,10 +391,10 @@ def test_d_gen_labels_read_no_d_train_record():
     shares now: two D_train that differ in one record (of another class) give the same labels."""
     import torch
 
+    from audit.cell.gen_accuracy import generation_labels
     from audit.mechanisms.mechanism import CellData
-    from audit.pipeline import generation_labels
 
-    cell = CellConfig("digits", MechanismName.NONE, "none", None, 0, replace(TINY, gen_records=40))
+    cell = CellConfig("digits", "none", "none", None, 0, replace(TINY, gen_records=40))
 
     def data(train_y: list[int]) -> CellData:
         y = torch.tensor(train_y)
