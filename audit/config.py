@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,6 @@ from audit.cell.attack_plan import CELL_DEFAULT_ATTACKS, calibrates, check_reque
 from audit.datasets import check_dataset_name, resolve_window_stride
 from audit.options import MechanismOptions
 from audit.profiles import Profile, ProfileName
-from audit.sweep.executors import ExecutorName, RaySettings
 from dpvae_core.digests import json_digest
 from dpvae_core.precision import parse_precision
 from dpvae_core.validation import check_device_name, parse_enum
@@ -25,6 +25,35 @@ from dpvae_core.validation import check_device_name, parse_enum
 #: reference models trained by the cell's mechanism (before: non-private Adam, now the
 #: ``-nonprivate`` variants).
 CACHE_SCHEMA = 3
+
+
+class ExecutorName(str, Enum):
+    LOCAL = "local"
+    RAY = "ray"
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """``address``: a running cluster (``ray://host:10001``, ``auto``) or None to start a
+    local Ray instance; ``cell_cpus``/``cell_gpus``: resources each cell's task requests
+    (torch in the task uses ``cell_cpus`` threads); ``max_retries``: reruns of a task whose
+    worker died (Ray's system-failure retries; an exception raised by the cell's own code is not
+    retried)."""
+
+    address: str | None = None
+    cell_cpus: float = 1.0
+    cell_gpus: float = 0.0
+    max_retries: int = 2
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.cell_cpus) and self.cell_cpus > 0):
+            raise ValueError(f"--cell-cpus must be a positive number, got {self.cell_cpus!r}")
+        if not (math.isfinite(self.cell_gpus) and self.cell_gpus >= 0):
+            raise ValueError(f"--cell-gpus must be a non-negative number, got {self.cell_gpus!r}")
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError(
+                f"max_retries must be a non-negative integer, got {self.max_retries!r}"
+            )
 
 
 def check_cache_schema(config: Mapping[str, Any], where: object) -> None:

@@ -24,9 +24,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.config import SweepConfig
+from audit.config import ExecutorName, RaySettings, SweepConfig  # noqa: E402
 from audit.profiles import PROFILES, ProfileName  # noqa: E402
-from audit.sweep.executors import ExecutorName, RaySettings  # noqa: E402
 from audit.sweep.runner import run_sweep  # noqa: E402
 
 TINY = replace(

@@ -1,5 +1,5 @@
 """Training a cell's target VAE: the one code path that a sweep cell
-(:func:`audit.cell.run.run_cell`) and the empirical audits
+(:func:`audit.sweep.cell_run.run_cell`) and the empirical audits
 (:mod:`audit.empirical.one_run`) share, so that an audit audits the row's training.
 
 The mechanism prepares the data (``prepare``), the model is built and initialised from the

@@ -332,7 +332,7 @@ def _ray_settings(args: argparse.Namespace):  # -> RaySettings | None
             flags = flags.replace("--address", "--ray-address")
             raise ValueError(f"{flags} apply to --executor ray only; add --executor ray")
         return None
-    from audit.sweep.executors import RaySettings
+    from audit.config import RaySettings
 
     return RaySettings(**given)
 

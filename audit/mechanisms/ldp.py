@@ -3,7 +3,7 @@ Laplace mechanism per measurement for sensor series.
 
 Settings (paper 003, Section 3): LDP-Full (the paper's) perturbs all data the target VAE sees,
 here D_train and D_val; LDP-Train perturbs D_train only. In both, the target classifier is
-scored on the real D_test and the attack uses unperturbed records (see audit.cell.run).
+scored on the real D_test and the attack uses unperturbed records (see audit.sweep.cell_run).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A cell's rows, built in one place from what its steps produced (:func:`build_cell_rows`).
 
-:func:`audit.cell.run.run_cell` runs the steps (train the target, measure it, generate D_gen
+:func:`audit.sweep.cell_run.run_cell` runs the steps (train the target, measure it, generate D_gen
 and score its classifier, attack, audit); this module turns their outputs into one
 :class:`~audit.rows.row.Row` per attack result: the cell's facts, the result's metrics with how
 sure they are (:mod:`audit.rows.row_uncertainty`), what the attacker saw

@@ -10,20 +10,15 @@ retries) comes back as :class:`CellFailed`, is not written, and so is rerun next
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Protocol
+
+from audit.config import ExecutorName, RaySettings
 
 log = logging.getLogger(__name__)
 
 RAY_EXTRA = "pip install -e '.[ray]'"
-
-
-class ExecutorName(str, Enum):
-    LOCAL = "local"
-    RAY = "ray"
 
 
 @dataclass(frozen=True)
@@ -53,30 +48,6 @@ class LocalExecutor:
     def run(self, jobs: Iterable[Any], dataset: Any, compute: CellFn) -> Iterator[Any]:
         for job in jobs:
             yield compute(job, dataset, threads=None)
-
-
-@dataclass(frozen=True)
-class RaySettings:
-    """``address``: a running cluster (``ray://host:10001``, ``auto``) or None to start a
-    local Ray instance; ``cell_cpus``/``cell_gpus``: resources each cell's task requests
-    (torch in the task uses ``cell_cpus`` threads); ``max_retries``: reruns of a task whose
-    worker died (Ray's system-failure retries; an exception raised by the cell's own code is not
-    retried)."""
-
-    address: str | None = None
-    cell_cpus: float = 1.0
-    cell_gpus: float = 0.0
-    max_retries: int = 2
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.cell_cpus) and self.cell_cpus > 0):
-            raise ValueError(f"--cell-cpus must be a positive number, got {self.cell_cpus!r}")
-        if not (math.isfinite(self.cell_gpus) and self.cell_gpus >= 0):
-            raise ValueError(f"--cell-gpus must be a non-negative number, got {self.cell_gpus!r}")
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
-            raise ValueError(
-                f"max_retries must be a non-negative integer, got {self.max_retries!r}"
-            )
 
 
 def import_ray() -> Any:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 
 from audit import io, results
-from audit.config import SweepConfig
+from audit.config import ExecutorName, SweepConfig
 from audit.datasets import dataset_split, load_dataset
 from audit.results import CELLS_DIR, RUNS_CSV
-from audit.sweep.executors import CellFailed, ExecutorName, make_executor
+from audit.sweep.executors import CellFailed, make_executor
 from audit.sweep.jobs import (
     CellComputed,
     SweepIncomplete,

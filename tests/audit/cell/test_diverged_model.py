@@ -18,8 +18,8 @@ import torch
 import audit.mechanisms.mechanism as mechanism_module
 from attacks.attack import AttackResult, Variant
 from attacks.distances import Distance
-from audit.cell.run import run_cell
 from audit.config import CellConfig
+from audit.sweep.cell_run import run_cell
 from models.generation import finite_records
 from models.vae import ConditionalConvVAE, vae_loss_terms
 from tests.audit.empirical.fixtures import CTX, TINY_PROFILE, tiny_data

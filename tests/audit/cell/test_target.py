@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from audit.cell.run import run_cell
 from audit.empirical.canary_hooks import Switches
 from audit.empirical.one_run import extra_run
+from audit.sweep.cell_run import run_cell
 from tests.audit.empirical.fixtures import CTX, tiny_cell, tiny_data
 
 

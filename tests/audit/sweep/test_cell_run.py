@@ -1,4 +1,4 @@
-"""The cell's reference records and its worst case over attacks (audit.cell.run)."""
+"""The cell's reference records and its worst case over attacks (audit.sweep.cell_run)."""
 
 from __future__ import annotations
 
