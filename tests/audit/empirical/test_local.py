@@ -92,12 +92,16 @@ def test_pixelization_neighbourhood_bound_near_claim_when_noise_small() -> None:
 @pytest.mark.statistical
 @pytest.mark.parametrize("sigma", [30.0, 100.0])
 def test_vae_ldp_bound_below_analytic_gaussian(sigma: float) -> None:
-    audit = audit_vae_ldp(sigma=sigma, latent_dim=16, delta=0.01, draws=10**4, seed=0)
+    audit = audit_vae_ldp(
+        mechanism="vae-ldp", sigma=sigma, latent_dim=16, delta=0.01, draws=10**4, seed=0
+    )
     assert 0 < audit.epsilon <= audit.claim
     assert audit.claims["classic-formula"] > 0
 
 
 def test_vae_ldp_separable_release_reaches_the_ceiling() -> None:
-    audit = audit_vae_ldp(sigma=0.1, latent_dim=4, delta=0.01, draws=2000, seed=0)
+    audit = audit_vae_ldp(
+        mechanism="vae-ldp", sigma=0.1, latent_dim=4, delta=0.01, draws=2000, seed=0
+    )
     assert audit.epsilon == pytest.approx(audit.ceiling)
     assert audit.ceiling < math.log(1000)
