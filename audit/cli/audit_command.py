@@ -142,8 +142,9 @@ def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
     ]
     if b.ceiling == 0:
         lines.append(
-            f"  note: 2 m delta = {2 * b.m * b.delta:.3g} >= 0.05, so no m = {b.m} audit can "
-            "prove anything at this delta; use fewer --canaries or a smaller --delta"
+            f"  note: even all r = {b.r} guesses right would prove nothing with Steinke et al.'s "
+            f"bound at delta {b.delta:.3g} (its p-value is at least 2 delta for any outcome); a "
+            "smaller --delta may"
         )
     return lines, b.epsilon
 
@@ -187,14 +188,15 @@ def _run_multi(args: AuditRequest, settings) -> tuple[list[str], float]:
 
 
 def _paper_claim_lines(claim, bound: float) -> list[str]:
-    """dp2vae: paper 002's Theorem 3.1 value (not a bound for what the code does) next to the
-    lower bound, and whether the audit refutes it."""
+    """dp2vae: the DP2-VAE paper's Theorem 3.1 value (not a bound for what the code does) next to
+    the lower bound, and whether the audit refutes it."""
     paper = claim.extra.get("epsilon_paper_theorem_3_1")
     if paper is None:
         return []
-    verdict = "EXCEEDS it: the paper's value is refuted" if bound > paper else "does not exceed it"
+    verdict = "EXCEEDS it: that value is refuted" if bound > paper else "does not exceed it"
     return [
-        f"  paper 002 Theorem 3.1 value (notes, not a valid bound): {paper:.6g}; the lower bound "
+        f"  the DP2-VAE paper's Theorem 3.1 value (notes, not a valid bound): {paper:.6g}; "
+        "the lower bound "
         f"{verdict}"
     ]
 

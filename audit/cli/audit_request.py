@@ -135,9 +135,9 @@ def build_audit_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help=f"one-run audits, {with_delta}: the delta at which both the claim and the bound are "
-        "computed (default the claim's: 1/N_train, or 1/|D| for a local randomizer); the one-run "
-        "audit proves nothing "
-        "once 2 m delta >= 0.05",
+        "computed (default the claim's: 1/N_train, or 1/|D| for a local randomizer); Steinke "
+        "et al.'s one-run bound is computed at any delta and proves nothing once 2 delta >= "
+        "0.05",
     )
     p.add_argument("--draws", type=int, default=None, metavar="M", help=f"{local}: draws M")
     p.add_argument("--seed", type=int, default=0, help="root seed (cell and audit)")

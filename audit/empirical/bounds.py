@@ -210,10 +210,13 @@ def one_run_epsilon_bound(
     is not rejected.
 
     Notes:
-        The delta term is at least ``2 m delta`` times a probability, so once ``2 m delta >=
-        1 - confidence`` nothing is provable (the bound and the ceiling are 0): at delta =
-        1/N_train = 0.02 (50 records) no m >= 2 canaries can show anything. Audit at a smaller
-        delta, with the claim recomputed at that delta.
+        The theorem holds for any m and delta; whether an epsilon is rejected is decided by
+        computing the p-value, never by a rule on ``2 m delta``: the delta term is ``2 m delta``
+        times a probability that can be tiny (m = r = v = 200 at delta 1e-3 proves 3.566, with
+        ``2 m delta = 0.4``). One limit does hold for every outcome: the maximum over i includes
+        i = v, so the delta term is at least ``2 m delta P[W < v] / v >= 2 delta P[W < v]``
+        (v <= m) and the p-value at least ``2 delta + (1 - 2 delta) P[W >= v] >= 2 delta``; at
+        ``2 delta >= 1 - confidence`` nothing is provable (bound and ceiling 0).
     """
     conf = _check_confidence(confidence)
     one_run_p_value(m=m, r=r, v=v, epsilon=0.0, delta=delta)  # validates

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from audit.empirical.attack_bound import attack_epsilon_bound
+from audit.empirical.bounds import one_run_epsilon_bound
 
 
 @pytest.mark.statistical
@@ -36,10 +37,34 @@ def test_a_perfect_attack_proves_a_large_epsilon_held_out():
     assert bound.epsilon > 2.5 and bound.m == 500
 
 
-def test_no_bound_without_independent_membership_or_with_a_large_delta():
+def test_no_bound_without_independent_membership():
     is_member = np.repeat([True, False], 50)
     scores = is_member.astype(float)
     balanced = attack_epsilon_bound(scores, is_member, delta=1e-6, seed=0, independent=False)
     assert math.isnan(balanced.epsilon) and "independent fair coins" in balanced.note
-    big = attack_epsilon_bound(scores, is_member, delta=0.01, seed=0, independent=True)
-    assert math.isnan(big.epsilon) and "2 m delta = 1 >= 0.05" in big.note
+
+
+def test_a_perfect_attack_proves_its_bound_whatever_2_m_delta():
+    """m = 200 evaluated records at delta 1e-3 (2 m delta = 0.4): the former rule "2 m delta >=
+    0.05 proves nothing" gave NaN; every guess right proves Steinke et al.'s bound for r = v =
+    200, 3.566 (:func:`one_run_epsilon_bound`, itself equal to jax-privacy's in
+    test_jax_privacy_crosscheck.py)."""
+    is_member = np.random.default_rng(0).random(400) < 0.5
+    bound = attack_epsilon_bound(
+        is_member.astype(float), is_member, delta=1e-3, seed=0, independent=True
+    )
+    assert (bound.m, bound.r, bound.v) == (200, 200, 200)
+    expected = one_run_epsilon_bound(m=200, r=200, v=200, delta=1e-3).epsilon
+    assert expected == pytest.approx(3.566, abs=1e-3)
+    assert bound.epsilon == pytest.approx(expected, abs=1e-3)  # the search's tolerance
+    assert bound.epsilon == pytest.approx(bound.ceiling, abs=1e-3)
+
+
+def test_at_two_delta_above_the_significance_nothing_is_provable_and_the_note_says_so():
+    """The p-value is at least 2 delta for every outcome, so at delta = 0.03 (2 delta = 0.06 >=
+    0.05) even a perfect attack proves 0, computed (not NaN); at 0.01 it proves more than 0."""
+    is_member = np.random.default_rng(0).random(400) < 0.5
+    scores = is_member.astype(float)
+    big = attack_epsilon_bound(scores, is_member, delta=0.03, seed=0, independent=True)
+    assert (big.epsilon, big.ceiling) == (0.0, 0.0) and "would prove nothing" in big.note
+    assert attack_epsilon_bound(scores, is_member, delta=0.01, seed=0, independent=True).epsilon > 0

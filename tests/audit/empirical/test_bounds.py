@@ -160,6 +160,29 @@ def test_p_value_increases_with_eps(m, r, v, delta) -> None:
     assert all(a <= b + 1e-15 for a, b in zip(ps, ps[1:], strict=False))
 
 
-def test_nothing_provable_once_two_m_delta_is_large() -> None:
-    # 2 m delta = 2 * 50 * 0.02 = 2 >= 0.05: lfw-subset quick's delta = 1/50
+def test_a_large_two_m_delta_still_proves_what_the_p_value_allows() -> None:
+    """No rule on 2 m delta: the computation decides. 2 m delta = 0.4 and 200 of 200 right prove
+    3.566 (jax-privacy's ``_epsilon_one_run`` gives the same, test_jax_privacy_crosscheck.py);
+    at 2 m delta = 2 (m = 50, delta 1/50, lfw-subset quick) the p-value at eps = 0 of 20 of 20
+    right is above 0.05 and the bound is 0, as computed."""
+    assert one_run_epsilon_bound(m=200, r=200, v=200, delta=1e-3).epsilon == pytest.approx(
+        3.566, abs=1e-3
+    )
+    assert one_run_epsilon_bound(m=1000, r=1000, v=1000, delta=1 / 926).epsilon > 3
+    assert one_run_p_value(m=50, r=20, v=20, epsilon=0.0, delta=0.02) > 0.05
     assert one_run_epsilon_bound(m=50, r=20, v=20, delta=0.02).ceiling == 0.0
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-5, 0.01, 0.025, 0.3])
+def test_the_p_value_is_at_least_two_delta_for_every_outcome(delta) -> None:
+    """The one limit that holds for every outcome (one_run_epsilon_bound's notes): p >= min(2
+    delta, 1), exactly for v = r = m at eps = 0 as m grows; so at 2 delta >= 0.05 the ceiling is
+    0. Every (r, v) of m = 40 and of m = 400 (a coarser grid) at eps 0 and 3."""
+    for m, step in ((40, 1), (400, 37)):
+        for r in range(0, m + 1, step):
+            for v in range(0, r + 1, max(1, step // 2)):
+                for eps in (0.0, 3.0):
+                    p = one_run_p_value(m=m, r=r, v=v, epsilon=eps, delta=delta)
+                    assert p >= min(2 * delta, 1.0) - 1e-12, (m, r, v, eps)
+    if 2 * delta >= 0.05:
+        assert one_run_epsilon_bound(m=400, r=400, v=400, delta=delta).ceiling == 0.0
