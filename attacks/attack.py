@@ -111,7 +111,7 @@ class Variant(Enum):
     """How an attack turns its measurements into a score (the row's ``variant`` column)."""
 
     MEAN = "mean"
-    """Mean over latent samples (reconstruction, paper 003 Eq. 1)."""
+    """Mean over latent samples (reconstruction, the trade-off paper's Eq. 1)."""
     SHARE = "share"
     """Share of generated samples within the eps-ball (Monte-Carlo)."""
     LOG_DISTANCE = "log-distance"
@@ -166,10 +166,10 @@ class AttackResult:
             reconstruction and latent-search attacks, a :class:`Measure` for the others.
         scores: (n,) float64 membership scores, higher = more likely a member.
         is_member: (n,) boolean ground truth, aligned with ``scores``.
-        n_samples: samples behind each score: latent samples per record (N in paper 003, Eq. 1;
-            K importance samples for the likelihood attack), generated records (Monte-Carlo,
-            DOMIAS), or prior draws (latent search).
-        variant: how the scores were formed (default: the mean over samples, paper 003).
+        n_samples: samples behind each score: latent samples per record (N in the trade-off
+            paper's Eq. 1; K importance samples for the likelihood attack), generated records
+            (Monte-Carlo, DOMIAS), or prior draws (latent search).
+        variant: how the scores were formed (default: the mean over samples, the trade-off paper).
         nonfinite: how many of the attack's raw scores were NaN or infinite before
             :meth:`with_finite_scores` ranked them (0 for an attack on a healthy model).
     """
@@ -256,7 +256,7 @@ class AttackSettings:
 
     Attributes:
         attack_samples: samples behind each score where an attack draws some (the reconstruction
-            attack's N latent samples per record, paper 003 Eq. 1), >= 1.
+            attack's N latent samples per record, the trade-off paper's Eq. 1), >= 1.
             The likelihood attack's K importance samples and the latent search's Adam steps
             are mapped from it too, so a profile's N sets every attack's sample budget.
         distances: the reconstruction distances that apply to the records' modality

@@ -1,7 +1,7 @@
 """Membership-inference metrics from attack scores: MI AP, ROC AUC, TPR at low FPR, and the curves.
 
 Scores follow one convention everywhere: higher = more likely a member; members are the positive
-class (paper 003, Section 4: "MI AP" is the average precision of the attack).
+class (the trade-off paper, Section 4: "MI AP" is the average precision of the attack).
 """
 
 from __future__ import annotations

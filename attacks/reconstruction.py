@@ -1,4 +1,4 @@
-"""Hilprecht et al.'s reconstruction attack against VAEs (paper 003, Section 2.2, Eq. 1).
+"""Hilprecht et al.'s reconstruction attack against VAEs (the trade-off paper, Section 2.2, Eq. 1).
 
 For each record x (label y) the attack draws N latents z ~ q(z | x, y) = N(mu, diag(exp(logvar))),
 decodes them, and averages a distance d(D(z, y), x) over the N samples:
@@ -23,12 +23,12 @@ from attacks.threat import Capability, LatentGenerativeModel, Release
 logger = logging.getLogger(__name__)
 
 PAPER_N_SAMPLES = 300
-"""N in paper 003, Eq. 1."""
+"""N in the trade-off paper, Eq. 1."""
 DEFAULT_MAX_DECODED = 256
 """Decoded records held at once. Peak memory grows with this budget, not with N or the number of
-records: for paper 003's 64x64x3 VAE on CPU about 1.5 MB per decoded record (decoder activations,
-SSIM's float64 blocks, allocator slack), i.e. about 400 MB at 256 (benchmarks/bench_attack.py).
-Lower it on a small machine; raise it on a GPU for throughput."""
+records: for the trade-off paper's 64x64x3 VAE on CPU about 1.5 MB per decoded record (decoder
+activations, SSIM's float64 blocks, allocator slack), i.e. about 400 MB at 256
+(benchmarks/bench_attack.py). Lower it on a small machine; raise it on a GPU for throughput."""
 
 
 def record_noise_rng(seed: int, record_index: int) -> np.random.Generator:
@@ -70,7 +70,7 @@ class ChunkPlan:
 
 @dataclass(frozen=True, kw_only=True)
 class ReconstructionAttack(Attack):
-    """Paper 003's reconstruction MI attack (Hilprecht et al. 2019), streamed and seeded.
+    """The trade-off paper's reconstruction MI attack (Hilprecht et al. 2019), streamed and seeded.
 
     Attributes:
         seed: root of the latent noise (see :func:`record_noise_rng`); the same seed gives
@@ -88,7 +88,7 @@ class ReconstructionAttack(Attack):
 
     Notes:
         The attacker uses the encoder and the decoder (white-box access to both halves of the
-        VAE); it does not apply to a mechanism that releases the decoder only (paper 002).
+        VAE); it does not apply to a mechanism that releases the decoder only (the DP2-VAE paper).
     """
 
     name: ClassVar[str] = "reconstruction"

@@ -34,7 +34,8 @@ class Capability(Enum):
 
 
 class ReleaseKind(Enum):
-    """What a mechanism publishes of the model it trained (paper 002 releases the decoder only)."""
+    """What a mechanism publishes of the model it trained (the DP2-VAE paper releases the decoder
+    only)."""
 
     WHOLE_VAE = "whole-vae"
     """The trained VAE, encoder and decoder (cdp, cdp-termwise, ldp, vae-ldp, none)."""

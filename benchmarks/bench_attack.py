@@ -10,12 +10,13 @@
    fixed glibc mmap threshold (1 MiB), so that freed activations go back to the OS and the peak
    measures what the attack holds; glibc's adaptive threshold adds 20-50 % of allocator slack
    that varies from run to run.
-3. ``--paper-scale-estimate``: paper 003's attack (2000 records x N = 300, MSE and SSIM, on a
-   64x64x3 VAE with latent 100) timed on ``--estimate-records`` records and extrapolated linearly
-   to 2000 (the attack is a loop over records, so its time is linear in them);
+3. ``--paper-scale-estimate``: the trade-off paper's attack (2000 records x N = 300, MSE and
+   SSIM, on a 64x64x3 VAE with latent 100) timed on ``--estimate-records`` records and
+   extrapolated linearly to 2000 (the attack is a loop over records, so its time is linear in them);
    ``--estimate-records 2000`` runs the whole attack and prints the measured time.
 
-The VAE is paper 003's ``ConditionalConvVAE``, untrained (the cost does not depend on training).
+The VAE is the trade-off paper's ``ConditionalConvVAE``, untrained (the cost does not depend on
+training).
 
     .venv/bin/python benchmarks/bench_attack.py --records 8 --samples 30 --size 64 --threads 2
     .venv/bin/python benchmarks/bench_attack.py --paper-scale-estimate --estimate-records 20
@@ -209,7 +210,8 @@ def time_attack(args: argparse.Namespace) -> None:
 
 
 def paper_scale_estimate(args: argparse.Namespace) -> None:
-    """Time paper 003's attack on a few records and extrapolate linearly to 2000 records."""
+    """Time the trade-off paper's attack on a few records and extrapolate linearly to 2000
+    records."""
     n_timed = args.estimate_records
     model, data = build(n_timed, size=PAPER_SIZE, channels=PAPER_CHANNELS, seed=args.seed)
     warm_up = AttackData(x=data.x[:2], y=data.y[:2], is_member=np.array([True, False]))

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Time one training epoch of paper 003's 64x64x3 VAE: non-private, DP-Adam in every Opacus
-grad-sample mode, and term-wise DP-Adam; print each against the non-private epoch.
+"""Time one training epoch of the trade-off paper's 64x64x3 VAE: non-private, DP-Adam in every
+Opacus grad-sample mode, and term-wise DP-Adam; print each against the non-private epoch.
 
   python benchmarks/bench_dp_epoch.py [--records 320 | --batches 10] [--repeats 2] [--device cpu]
                                       [--model conv | lstm]
@@ -48,7 +48,8 @@ from models.vae import ConditionalConvVAE
 
 SHAPE = (3, 64, 64)
 CLASSES, LATENT = 20, 100
-#: Paper 003's MotionSense records: 10 s windows at 50 Hz of 12 device-motion channels, 6 classes.
+#: The trade-off paper's MotionSense records: 10 s windows at 50 Hz of 12 device-motion channels, 6
+#: classes.
 SERIES_SHAPE = (500, 12)
 SERIES_CLASSES = 6
 
@@ -67,7 +68,7 @@ def parse_args() -> argparse.Namespace:
         "--model",
         choices=["conv", "lstm"],
         default="conv",
-        help="conv: paper 003's 64x64x3 VAE; lstm: its LSTM VAE on 500 x 12 series (the "
+        help="conv: the trade-off paper's 64x64x3 VAE; lstm: its LSTM VAE on 500 x 12 series (the "
         "non-private epoch uses fused nn.LSTMs, DP epochs Opacus's DPLSTM, as the pipeline does)",
     )
     p.add_argument("--length", type=int, default=SERIES_SHAPE[0], help="series length (lstm)")

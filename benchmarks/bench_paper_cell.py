@@ -5,9 +5,9 @@ epochs or records and extrapolated to the paper profile's sizes.
   python benchmarks/bench_paper_cell.py [--dataset lfw20] [--data-home DIR] [--device cuda] \
       [--train-epochs 1] [--attack-records 8] [--classifier-epochs 1] [--profile paper]
 
-Paper 003's profile (``--profile paper``): the target VAE trains 1000 epochs on all of D_train
-(batch 32, latent 100); every attack of the sweep's list the release allows runs on D_atk (the
-reconstruction attack decodes N = 300 samples per record, MSE and SSIM); R = 8 reference VAEs
+The trade-off paper's profile (``--profile paper``): the target VAE trains 1000 epochs on all of
+D_train (batch 32, latent 100); every attack of the sweep's list the release allows runs on D_atk
+(the reconstruction attack decodes N = 300 samples per record, MSE and SSIM); R = 8 reference VAEs
 copying the mechanism (and, for a private cell, R non-private ones shared by the seed's cells)
 train where the cell leaves at least 20 reference records; the utility classifier is the
 dataset's (LFW20's face-embedding: the descriptor on 2000 generated faces and a logistic

@@ -3,7 +3,7 @@
 
   python benchmarks/bench_validation.py [--epochs 20] [--train 50] [--val 381] [--threads 2]
 
-Paper 003's 64x64x3 conditional VAE (latent 100, 20 classes: LFW20) on random data of the
+The trade-off paper's 64x64x3 conditional VAE (latent 100, 20 classes: LFW20) on random data of the
 standard profile's LFW20 sizes (50 D_train records, batch 16; 381 D_val records). Three runs of
 the real loop (``models.training.train_vae``), interleaved over ``--repeats``:
 

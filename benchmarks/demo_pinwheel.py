@@ -1,14 +1,14 @@
 """Train the MLP VAE on pinwheel data with the mixture prior, non-privately, and plot its codes.
 
-PriVAE's clustering task (paper 004, Section 5.2) without the privacy: 400 pinwheel points in
+PriVAE's clustering task (PriVAE, Section 5.2) without the privacy: 400 pinwheel points in
 4 spirals, the 4-component MoG prior at the corners of the unit square, and the objective
 
     mean_i phi(x_i) + alpha * KL(p(z) || q_s(z)),   phi(x_i) = rec_i + beta * kld_i,
 
 with the paper's B = 20 records per step, one partition (b = 1), L = 20 reconstruction samples,
 beta = 0 (its "PriVAE with KL(p(z) || q(z))") and its learning rate eta = 0.01 (here for Adam).
-alpha = 20 = |s| is paper 004's printed batch term, sum_j (log p(z_j) - log sum_i q(z_j | x_i)),
-which is |s| times the mean estimator ``kl_prior_aggregate`` computes (paper 004 states no
+alpha = 20 = |s| is PriVAE's printed batch term, sum_j (log p(z_j) - log sum_i q(z_j | x_i)),
+which is |s| times the mean estimator ``kl_prior_aggregate`` computes (PriVAE states no
 alpha for this task). The data are at unit scale (``--data-scale 1``), as in Mathieu et al.'s
 run; at Johnson et al.'s scale 10 the same settings reached only 3 distinct corners and
 KL(p || q) = 3.7 nats in 2000 steps (seed 0). Writes a PNG with the data and reconstructions
@@ -36,7 +36,7 @@ from models.latent_metrics import hoyer_sparsity, latent_mmd
 from models.mlp_vae import MlpVAE
 from models.priors import GaussianMixturePrior
 
-#: Paper 004, Section 5.2: batch size, reconstruction samples, beta with the batch-wise KL.
+#: PriVAE, Section 5.2: batch size, reconstruction samples, beta with the batch-wise KL.
 PAPER_BATCH, PAPER_L, PAPER_BETA = 20, 20, 0.0
 
 

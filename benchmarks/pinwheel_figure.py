@@ -1,15 +1,15 @@
-"""Paper 004's clustering figure (Section 5.2): latent codes of the pinwheel training data at
+"""PriVAE's clustering figure (Section 5.2): latent codes of the pinwheel training data at
 epsilon = 2.87, with and without the batch-wise KL(p(z) || q(z)) term, coloured by spiral.
 
 Runs two sweeps through the benchmark itself (``benchmark.py --dataset pinwheel``, so both
 cells are ordinary rows with their epsilon, MI AP, accuracy and the Section 5.1 latent columns)
-with paper 004's settings: term-wise DP-Adam (``cdp-termwise``), C1 = 0.05, B = 20, learning
+with PriVAE's settings: term-wise DP-Adam (``cdp-termwise``), C1 = 0.05, B = 20, learning
 rate 0.01, L = 20, the 4-component mixture prior at the corners of the unit square, and
 
 - with KL(p || q): C2 = 0.0005, b = 1 partition, alpha = 20 (= |s|, the printed sum), beta = 0
   (PriVAE's clustering objective: reconstruction plus the batch-wise KL);
 - without: C2 = 0 (no batch-wise release: DP-Adam exactly, accounted as such), beta = 1 (the
-  sample-wise Monte-Carlo KL to the mixture prior, paper 004, Eq. 11).
+  sample-wise Monte-Carlo KL to the mixture prior, PriVAE, Eq. 11).
 
 Both noise multipliers are calibrated to the same epsilon (``--target-epsilon``) at the
 dataset's delta = 1 / |D_train|. Writes a PNG with one scatter per run (encoder means of
@@ -38,7 +38,7 @@ from audit.datasets import load_dataset
 from audit.report.grids import load_target_vae
 from models.divergences import model_prior
 
-#: Paper 004, Section 5.2.
+#: PriVAE, Section 5.2.
 PAPER_EPSILON, C1, C2, PARTITIONS, ALPHA = 2.87, 0.05, 0.0005, 1, 20.0
 COLOURS = np.array(["tab:blue", "tab:orange", "tab:green", "tab:red"])
 RUNS = {
@@ -64,7 +64,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--clip-norm-2", type=float, default=C2, help=f"C2 of the KL run (paper 004: {C2:g})"
+        "--clip-norm-2", type=float, default=C2, help=f"C2 of the KL run (PriVAE: {C2:g})"
     )
     return parser.parse_args()
 
@@ -84,7 +84,7 @@ def sweep(args: argparse.Namespace, name: str, extra: list[str]) -> Path:
 
 
 #: A code is "at" a prior mean within this distance (about 8 component standard deviations
-#: of paper 004's sigma = 0.03; a quarter of the distance between neighbouring corners).
+#: of PriVAE's sigma = 0.03; a quarter of the distance between neighbouring corners).
 AT_CORNER = 0.25
 #: Neighbours of the leave-one-out spiral classifier in latent space.
 NEIGHBOURS = 5

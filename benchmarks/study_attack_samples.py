@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """How many latent samples N the reconstruction attack needs (issue 27, "The attack's N").
 
-The reconstruction attack (paper 003, Eq. 1; :mod:`attacks.reconstruction`) scores a record by
-the mean distance (MSE, SSIM) of N decoded posterior samples to it. This study trains one target
-VAE of a cell (as the sweep does: :func:`audit.cell.membership.cell_data`, the balanced D_train of
-LFW20, :func:`audit.cell.target.train_target`; the quick profile's architecture with
+The reconstruction attack (the trade-off paper, Eq. 1; :mod:`attacks.reconstruction`) scores a
+record by the mean distance (MSE, SSIM) of N decoded posterior samples to it. This study trains one
+target VAE of a cell (as the sweep does: :func:`audit.cell.membership.cell_data`, the balanced
+D_train of LFW20, :func:`audit.cell.target.train_target`; the quick profile's architecture with
 ``--epochs``), or loads one (``--model``, e.g. a sweep cell's ``model.pt``), and attacks the
 cell's D_atk (:func:`audit.cell.membership.attack_data`, ``--records`` members + as many
 non-members) with the repository's attack (:func:`attacks.registry.build_attack`, the cell's

@@ -7,7 +7,7 @@ from enum import Enum
 
 class Modality(str, Enum):
     """What a record is: an image (C, H, W), a multichannel sensor series (T, F), or a point
-    (D,) in a low-dimensional space (paper 004's pinwheel)."""
+    (D,) in a low-dimensional space (PriVAE's pinwheel)."""
 
     IMAGE = "image"
     SERIES = "series"

@@ -1,12 +1,12 @@
-"""Batch-wise divergences D(q(z), p(z)) for term-wise DP training (paper 004, Section 5.1).
+"""Batch-wise divergences D(q(z), p(z)) for term-wise DP training (PriVAE, Section 5.1).
 
 The regulariser is a dimension-wise MMD with a sum of Cauchy (inverse multiquadratic) kernels,
 
     k(a, b) = sum_d sum_l  s_l / (s_l + (a_d - b_d)^2),   s_l in {0.2, 0.4, 1, 2, 4, 10},
 
-between the latent codes of a partition and as many samples of the prior. Paper 004 prints the
+between the latent codes of a partition and as many samples of the prior. PriVAE prints the
 denominator as ``s_{l=1} + (x_d - y_d)^2``, a typo: the code of Mathieu et al. (2019, the
-experiments paper 004 follows) uses ``C / (C + d^2)`` with ``C = 2 * scale`` for scales
+experiments PriVAE follows) uses ``C / (C + d^2)`` with ``C = 2 * scale`` for scales
 {.1, .2, .5, 1, 2, 5}, i.e. exactly C = s_l above.
 """
 
@@ -19,11 +19,11 @@ import torch
 
 from models.priors import GaussianMixturePrior, diagonal_gaussian_log_prob
 
-#: Paper 004, Section 5.1: the scales s_l of the Cauchy kernel sum.
+#: PriVAE, Section 5.1: the scales s_l of the Cauchy kernel sum.
 CAUCHY_SCALES: tuple[float, ...] = (0.2, 0.4, 1.0, 2.0, 4.0, 10.0)
-#: Paper 004, Section 5.1: share gamma of "off" coordinates in the sparse prior.
+#: PriVAE, Section 5.1: share gamma of "off" coordinates in the sparse prior.
 SPARSE_GAMMA = 0.8
-#: Paper 004, Section 5.1: variance sigma_0^2 of the spike at zero in the sparse prior.
+#: PriVAE, Section 5.1: variance sigma_0^2 of the spike at zero in the sparse prior.
 SPARSE_SPIKE_VARIANCE = 0.05
 
 
@@ -31,7 +31,7 @@ class Divergence(str, Enum):
     """The batch-wise term: its divergence and target prior.
 
     MMD: the Cauchy-kernel MMD to p(z) = N(0, I), the prior D_gen is decoded from.
-    SPARSE: the Cauchy-kernel MMD to paper 004's sparse prior,
+    SPARSE: the Cauchy-kernel MMD to PriVAE's sparse prior,
     prod_d (1 - gamma) N(z_d; 0, 1) + gamma N(z_d; 0, sigma_0^2) (Section 5.1).
     KL_PRIOR: KL(p(z) || q_s(z)) to the model's own prior (its ``prior`` attribute, a
     :class:`~models.priors.GaussianMixturePrior`; N(0, I) for a model without one), estimated
@@ -146,7 +146,7 @@ def kl_prior_aggregate_at(
 
     ``mean_j [log p(z_j) - log q_s(z_j)]`` with q_s the partition's aggregate posterior
     (:func:`aggregate_posterior_log_prob`); Mathieu et al.'s (2019) ``kld_inc``, the estimator
-    paper 004 (Section 5.2) prints as ``sum_{j=1}^{|s|} (log p(z_j) - log sum_{i=1}^{|s|}
+    PriVAE (Section 5.2) prints as ``sum_{j=1}^{|s|} (log p(z_j) - log sum_{i=1}^{|s|}
     q(z_j | x_i))`` with m = |s| prior samples. The printed form is m times this value minus the
     constant m log |s|: the same gradients up to the factor m, which only rescales alpha.
     Unbiased for KL(p || q_s) given the partition (q_s is the mixture over the partition, not
@@ -168,7 +168,7 @@ def kl_prior_aggregate(
     generator: torch.Generator,
     num_samples: int | None = None,
 ) -> torch.Tensor:
-    """Paper 004's batch-wise KL(p(z) || q(z)) (Section 5.2) of one partition: a scalar.
+    """PriVAE's batch-wise KL(p(z) || q(z)) (Section 5.2) of one partition: a scalar.
 
     Draws ``num_samples`` z_j ~ p from ``generator`` (default: as many as the partition has
     records, |s|, as the paper and Mathieu et al. do) and returns

@@ -1,4 +1,4 @@
-"""Which models a cell uses, chosen by the modality of its records (paper 003, Section 4).
+"""Which models a cell uses, chosen by the modality of its records (the trade-off paper, Section 4).
 
 Images: the conditional conv VAE, its VAE-LDP variant, the small CNN classifier, generation from
 the prior, MSE and SSIM. Series: the multitask LSTM VAE, its VAE-LDP variant, HAR-CNN,
@@ -178,7 +178,7 @@ class SeriesModels(ModelFamily):
         return HarCNN(features=self.record_shape[1], num_classes=self.num_classes)
 
 
-#: Paper 004, Section 5.2: L = 20 reconstruction samples per record for the pinwheel model.
+#: PriVAE, Section 5.2: L = 20 reconstruction samples per record for the pinwheel model.
 POINT_SAMPLES = 20
 #: Hidden units of the points classifier's two layers.
 POINT_CLASSIFIER_HIDDEN = 64
@@ -196,8 +196,8 @@ class PointClassifier(nn.Sequential):
 
 @dataclass(frozen=True)
 class PointModels(ModelFamily):
-    """Points (D,), paper 004's clustering task: the MLP VAE of Mathieu et al. (2019), with the
-    mixture prior at the corners of the unit square when the latent space is 2-D (paper 004,
+    """Points (D,), PriVAE's clustering task: the MLP VAE of Mathieu et al. (2019), with the
+    mixture prior at the corners of the unit square when the latent space is 2-D (PriVAE,
     Section 5.2; N(0, I) otherwise) and L = 20 reconstruction samples; the VAE is
     unconditional (clustering is unsupervised), so D_gen decodes z ~ q(z | x_j) of a training
     point of the label's class (class-latent generation, as for series)."""

@@ -1,6 +1,6 @@
 """Drawing D_gen from a trained target VAE: labels in given class shares (the sweep passes D_val's,
 so no D_train record is read), then one decoded latent per label, from the prior or from the
-class's training records (paper 003, Section 4).
+class's training records (the trade-off paper, Section 4).
 
 The sweep draws D_gen here for the utility classifier, the report its sample grids, and the attack
 on a release made outside the suite the samples of a decoder released without any.
@@ -20,9 +20,9 @@ from models.training import Pair
 class Generation(str, Enum):
     """How D_gen's latents are drawn for a label c.
 
-    PRIOR: z ~ N(0, I), decoded with c (the conditional conv VAE; paper 003, LFW).
-    CLASS_LATENT: z ~ q(z | x_j) for a training record x_j of class c drawn uniformly (paper
-    003, MotionSense: the multitask classifier clusters the latent space by class, so the prior
+    PRIOR: z ~ N(0, I), decoded with c (the conditional conv VAE; the trade-off paper, LFW).
+    CLASS_LATENT: z ~ q(z | x_j) for a training record x_j of class c drawn uniformly (the trade-off
+    paper, MotionSense: the multitask classifier clusters the latent space by class, so the prior
     mixes classes).
     """
 
@@ -103,7 +103,8 @@ def _class_latent_sampler(
     model: torch.nn.Module, source: Pair, gen: torch.Generator, *, batch: int
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """A function of labels (B,) returning z (B, d): mu + std * e of a uniformly drawn
-    ``source`` record of each label's class (paper 003's class-specific latent sampling)."""
+    ``source`` record of each label's class (the trade-off paper's class-specific latent
+    sampling)."""
     device = next(model.parameters()).device
     x_src, y_src = source
     model.eval()

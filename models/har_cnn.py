@@ -1,11 +1,12 @@
-"""Target classifier for sensor series: HAR-CNN (Saeed; paper 003, Section 4, MotionSense)."""
+"""Target classifier for sensor series: HAR-CNN (Saeed; the trade-off paper, Section 4,
+MotionSense)."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-#: Filters of the three Conv1D layers (paper 003's HAR-CNN).
+#: Filters of the three Conv1D layers (the trade-off paper's HAR-CNN).
 FILTERS = (48, 96, 128)
 #: Kernel sizes (along time) of the three Conv1D layers, as in Saeed et al.'s HAR networks.
 KERNELS = (24, 16, 8)

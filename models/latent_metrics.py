@@ -1,10 +1,10 @@
-"""Latent-space metrics of paper 004's sparse-prior task (Section 5.1, Figure 1a and 1c).
+"""Latent-space metrics of PriVAE's sparse-prior task (Section 5.1, Figure 1a and 1c).
 
-Sparsity: the mean Hoyer measure of the dimension-normalised codes (paper 004, Eq. 17; Hurley
+Sparsity: the mean Hoyer measure of the dimension-normalised codes (PriVAE, Eq. 17; Hurley
 and Rickard 2009), as Mathieu et al.'s (2019) ``compute_sparsity(zs_mean, norm=True)`` computes
 it on the encoder means. MMD(q(z), p(z)): the dimension-wise Cauchy-kernel MMD of Section 5.1
 (:func:`models.divergences.mmd`, scales {0.2, 0.4, 1, 2, 4, 10}) between codes z ~ q(z | x),
-one per record, and as many prior samples, averaged over batches. Paper 004 does not say how
+one per record, and as many prior samples, averaged over batches. PriVAE does not say how
 its Figure 1c value is computed beyond following [24]; Mathieu et al.'s ``analyse.py`` reports
 the regulariser itself on test batches of the run's batch size (and divides the sum over
 batches by the number of records, a further 1/B factor not reproduced here).
@@ -20,7 +20,7 @@ import torch
 from dpvae_core.validation import check_positive_int
 from models.divergences import CAUCHY_SCALES, Divergence, mmd, model_prior, sample_prior
 
-#: Paper 004, Section 5.1: the batch size B = 256 (the batches the MMD is evaluated on).
+#: PriVAE, Section 5.1: the batch size B = 256 (the batches the MMD is evaluated on).
 DEFAULT_MMD_BATCH = 256
 
 
@@ -40,7 +40,7 @@ def hoyer(y: torch.Tensor) -> torch.Tensor:
 
 
 def hoyer_sparsity(codes: torch.Tensor, *, normalise: bool = True) -> float:
-    """Paper 004's Sparsity (Eq. 17): the mean over records of Hoyer(z_bar_i).
+    """PriVAE's Sparsity (Eq. 17): the mean over records of Hoyer(z_bar_i).
 
     ``codes`` (n, d) are the records' latent codes (Mathieu et al.: the encoder means).
     With ``normalise`` each dimension is divided by its standard deviation over the records,
@@ -101,11 +101,11 @@ def latent_mmd(
 def latent_summary(
     model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, seed: int, batch: int = 512
 ) -> dict[str, float]:
-    """Paper 004's Section 5.1 metrics of ``model``'s codes of the records (x, y):
+    """PriVAE's Section 5.1 metrics of ``model``'s codes of the records (x, y):
     ``latent_hoyer`` (:func:`hoyer_sparsity` of the encoder means), ``latent_mmd`` (
     :func:`latent_mmd` of one z ~ q(z | x) per record against as many draws of the model's own
     prior, :func:`models.divergences.model_prior`) and ``latent_mmd_sparse`` (the same against
-    paper 004's sparse prior). Draws come from a generator seeded with ``seed``. A metric that is
+    PriVAE's sparse prior). Draws come from a generator seeded with ``seed``. A metric that is
     undefined for these codes (a constant dimension, a one-dimensional latent space, fewer than
     two records) is NaN."""
     device = next(model.parameters()).device

@@ -1,4 +1,4 @@
-"""Paper 003's multitask LSTM VAE for sensor series (Section 4, Figure 2b).
+"""The trade-off paper's multitask LSTM VAE for sensor series (Section 4, Figure 2b).
 
 Its LSTMs come in two implementations of one function: Opacus's ``DPLSTM`` (a Python loop over
 the time steps, which Opacus can take per-example gradients of) and PyTorch's fused ``nn.LSTM``
@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 from dpvae_core.precision import upcast
 
-#: Units of the encoder LSTM and of the decoder's first LSTM (paper 003, Figure 2b).
+#: Units of the encoder LSTM and of the decoder's first LSTM (the trade-off paper, Figure 2b).
 LSTM_HIDDEN = 164
 
 
@@ -78,7 +78,8 @@ def without_dp_lstm_aliases(state: Mapping[str, torch.Tensor]) -> dict[str, torc
 
 @dataclass(frozen=True)
 class LossWeights:
-    """lambda_1 (KL), lambda_2 (reconstruction MSE), lambda_3 (classifier CE); paper 003, Sec. 4."""
+    """lambda_1 (KL), lambda_2 (reconstruction MSE), lambda_3 (classifier CE); the trade-off paper,
+    Sec. 4."""
 
     kl: float = 0.01
     reconstruction: float = 50.0
@@ -92,7 +93,7 @@ class LossWeights:
 
 
 class LstmVAE(nn.Module):
-    """Multitask LSTM VAE of paper 003 (MotionSense).
+    """Multitask LSTM VAE of the trade-off paper (MotionSense).
 
     Encoder: LSTM (``hidden`` = 164 units) over the series; its last output feeds two dense
     layers for mu and log-variance. Decoder: z repeated T times (Keras' RepeatVector) -> LSTM
@@ -171,7 +172,7 @@ class LstmVAE(nn.Module):
     def per_example_loss(
         self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, *, beta: float
     ) -> torch.Tensor:
-        """Paper 003's multitask loss per example (B,).
+        """The trade-off paper's multitask loss per example (B,).
 
         ``weights.reconstruction * MSE(x_hat, x) + beta * weights.kl * KL + weights.classifier *
         CE(classify(mu), y)``: MSE is the mean over the T x F values (Keras' ``mse``), KL is

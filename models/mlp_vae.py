@@ -1,6 +1,6 @@
-"""A fully connected VAE for low-dimensional points: PriVAE's pinwheel model (paper 004, Sec. 5.2).
+"""A fully connected VAE for low-dimensional points: PriVAE's pinwheel model (PriVAE, Sec. 5.2).
 
-Paper 004 says only "fully-connected neural networks for both encoder and decoder", following
+PriVAE says only "fully-connected neural networks for both encoder and decoder", following
 Mathieu et al. (2019), whose pinwheel model (``src/models/vae_pinwheel.py``) is: encoder Linear(2,
 100) -> ReLU -> two heads for the posterior's mean and scale; decoder Linear(D, 100) -> ReLU ->
 two heads for the mean and scale of a Gaussian likelihood p(x | z). This module keeps that
@@ -49,7 +49,7 @@ class MlpVAE(nn.Module):
     are those ``models.dp.termwise_loop.encoder_parameters`` reads.
 
     ``prior`` is the p(z) of the sample-wise KL: None for N(0, I) (closed form), or a
-    :class:`models.priors.GaussianMixturePrior` (Monte-Carlo, paper 004, Eq. 11). ``samples``:
+    :class:`models.priors.GaussianMixturePrior` (Monte-Carlo, PriVAE, Eq. 11). ``samples``:
     L, the reparameterised samples per record the training loops draw (:attr:`noise_shape`).
     """
 
@@ -143,14 +143,14 @@ class MlpVAE(nn.Module):
     def per_example_loss(
         self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, *, beta: float
     ) -> torch.Tensor:
-        """phi(x_i) = rec_i + beta * kld_i per example (B,) (paper 004, Eq. 11-13).
+        """phi(x_i) = rec_i + beta * kld_i per example (B,) (PriVAE, Eq. 11-13).
 
         rec_i = -(1/L) sum_l log N(x_i; mean(z_il), diag std(z_il)^2), the Gaussian negative
         log-likelihood (nats) averaged over L reparameterised samples (Eq. 12); ``noise`` is
-        (B, latent_dim) for L = 1 or (B, L, latent_dim) (paper 004, Section 5.2: L = 20).
+        (B, latent_dim) for L = 1 or (B, L, latent_dim) (PriVAE, Section 5.2: L = 20).
         kld_i is the closed-form KL to N(0, I) without a prior, else the Monte-Carlo estimate
         log q(z_il | x_i) - log p(z_il) at the same samples (:func:`models.priors.monte_carlo_kl`).
-        Paper 004's clustering run with the batch-wise KL(p || q) uses beta = 0 (reconstruction
+        PriVAE's clustering run with the batch-wise KL(p || q) uses beta = 0 (reconstruction
         only); its run without it beta = 1.
         """
         mu, logvar = self.encode(x, y)

@@ -1,4 +1,4 @@
-"""The VAE-LDP perturbation model (Weggenmann et al., as used in paper 003, Section 2.3).
+"""The VAE-LDP perturbation model (Weggenmann et al., as used in the trade-off paper, Section 2.3).
 
 A target architecture (:class:`~models.vae.ConditionalConvVAE` for images,
 :class:`~models.lstm_vae.LstmVAE` for series) whose encoder mean is bounded to ``[-3, 3]^d`` by
@@ -120,8 +120,8 @@ class NoiseBound:
         for every record, a Gaussian mechanism with a data-independent std, so the epsilon of
         :func:`audit.privacy.vae_ldp_accounting.vae_ldp_claim` holds as computed (the floored
         encoder std
-        ``max(sigma, v(x))`` of paper 003's reconstruction depends on the record, which that
-        bound does not cover). ``generator`` is the only source of randomness; all records'
+        ``max(sigma, v(x))`` of the trade-off paper's reconstruction depends on the record, which
+        that bound does not cover). ``generator`` is the only source of randomness; all records'
         draws are made at once on its device, so the result depends neither on ``batch_size``
         nor, with a CPU generator, on the model's device. Returns a CPU tensor of x's dtype.
 
@@ -159,7 +159,8 @@ class NoiseBound:
 
 
 class PerturbationVAE(NoiseBound, ConditionalConvVAE):
-    """Paper 003's image target architecture with a bounded mean and a floored std (VAE-LDP).
+    """The trade-off paper's image target architecture with a bounded mean and a floored std
+    (VAE-LDP).
 
     Same layers and shapes as :class:`ConditionalConvVAE`; see :class:`NoiseBound`.
     """
@@ -192,8 +193,9 @@ class PerturbationVAE(NoiseBound, ConditionalConvVAE):
 
 
 class PerturbationLstmVAE(NoiseBound, LstmVAE):
-    """Paper 003's series target architecture (multitask LSTM VAE) with a bounded mean and a
-    floored std (VAE-LDP); trained with the LSTM VAE's own multitask loss. See :class:`NoiseBound`.
+    """The trade-off paper's series target architecture (multitask LSTM VAE) with a bounded mean and
+    a floored std (VAE-LDP); trained with the LSTM VAE's own multitask loss. See
+    :class:`NoiseBound`.
     """
 
     def __init__(

@@ -1,11 +1,11 @@
-"""The mixture-of-Gaussians prior of PriVAE's clustering task (paper 004, Section 5.2).
+"""The mixture-of-Gaussians prior of PriVAE's clustering task (Section 5.2).
 
 p(z) = sum_k pi_k prod_d N(z_d; mu_{k,d}, sigma^2) with D = 2, K = 4, pi_k = 1/K, sigma = 0.03
 and mu_{k,d} in {0, 1}: one tight component at each corner of the unit square.
 
-Paper 004 writes the components as N(z | mu, sigma) with sigma = 0.03 and means in {0, 1}; this
+PriVAE writes the components as N(z | mu, sigma) with sigma = 0.03 and means in {0, 1}; this
 module reads sigma as the standard deviation, as the notation and DESIGN.md do. The code of
-Mathieu et al. (2019), whose experiment paper 004 follows, differs on both counts: its flag
+Mathieu et al. (2019), whose experiment PriVAE follows, differs on both counts: its flag
 ``--prior-variance-scale 0.03`` sets the *variance* (standard deviation sqrt(0.03) ~ 0.17, see
 :data:`MATHIEU_STD`) and its means are (0, -1), (0, 1), (1, 0), (-1, 0). Both are constructor
 arguments.
@@ -19,21 +19,21 @@ import torch
 
 from dpvae_core.validation import check_positive
 
-#: Paper 004, Section 5.2: the component standard deviation sigma.
+#: PriVAE, Section 5.2: the component standard deviation sigma.
 PAPER_STD = 0.03
 #: Mathieu et al.'s pinwheel run: component variance 0.03, i.e. this standard deviation.
 MATHIEU_STD = math.sqrt(0.03)
 
 
 def unit_square_corners() -> torch.Tensor:
-    """The K = 4 means (4, 2) of paper 004's prior: (0, 0), (0, 1), (1, 0), (1, 1)."""
+    """The K = 4 means (4, 2) of PriVAE's prior: (0, 0), (0, 1), (1, 0), (1, 1)."""
     return torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
 
 
 class GaussianMixturePrior:
     """An equally weighted mixture of K isotropic Gaussians N(means[k], std^2 I) in D dimensions.
 
-    Defaults are paper 004's clustering prior. The prior has no trainable parameters; methods
+    Defaults are PriVAE's clustering prior. The prior has no trainable parameters; methods
     work in the dtype and device of their input.
     """
 
@@ -98,9 +98,9 @@ def monte_carlo_kl(
 ) -> torch.Tensor:
     """Per-record Monte-Carlo KL(q(z|x_i) || p(z)) (n,) from reparameterised samples of q.
 
-    kld_i = log q(z_i | x_i) - log p(z_i) (paper 004, Eq. 11), averaged over the L samples when
+    kld_i = log q(z_i | x_i) - log p(z_i) (PriVAE, Eq. 11), averaged over the L samples when
     ``z`` is (n, L, D); ``z`` (n, D) is one sample per record. mu and logvar are (n, D). A
-    mixture prior has no closed-form KL from a Gaussian, so this is the estimator paper 004's
+    mixture prior has no closed-form KL from a Gaussian, so this is the estimator PriVAE's
     sample-wise term uses with it (beta = 1 in its PriVAE without the batch-wise term; Mathieu
     et al.'s ``kl_divergence(qz_x, pz, samples=zs)``). Unbiased for the KL; its gradient is the
     reparameterisation gradient, and it depends on record i alone.

@@ -1,7 +1,7 @@
 """Target classifier for faces: a ResNet-10-sized residual network trained from scratch.
 
-Paper 003 fine-tunes an ImageNet VGG16 on LFW; no pretrained weights install offline here, so
-the suite trains this network from scratch (augmentation, label smoothing and early stopping on
+The trade-off paper fine-tunes an ImageNet VGG16 on LFW; no pretrained weights install offline here,
+so the suite trains this network from scratch (augmentation, label smoothing and early stopping on
 validation accuracy: :class:`models.classifier_training.ClassifierSettings`). Measured on
 LFW20's real split in docs/lfw20-faces.md.
 """

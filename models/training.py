@@ -113,7 +113,7 @@ class OwnObjective(Protocol):
 def training_noise(model: nn.Module, n: int, *, generator: torch.Generator) -> torch.Tensor:
     """Reparameterisation noise for ``n`` records: standard normal of shape (n, *noise_shape),
     where a model's ``noise_shape`` (default ``(latent_dim,)``) may ask for several samples per
-    record (``models.mlp_vae.MlpVAE``: (L, latent_dim), paper 004's L reconstruction samples)."""
+    record (``models.mlp_vae.MlpVAE``: (L, latent_dim), PriVAE's L reconstruction samples)."""
     shape = getattr(model, "noise_shape", (model.latent_dim,))
     return torch.randn(n, *shape, generator=generator)
 
@@ -207,7 +207,8 @@ def train_vae(
     *,
     progress: ProgressFactory = null_progress,
 ) -> TrainHistory:
-    """Adam on the mean negative ELBO for a fixed number of epochs (paper 003 trains 1000).
+    """Adam on the mean negative ELBO for a fixed number of epochs (the trade-off paper trains
+    1000).
 
     Shuffling and reparameterisation noise come from a generator seeded with ``settings.seed``.
     Forward and backward passes run in ``settings.precision`` (autocast; the loss in float32,

@@ -1,4 +1,5 @@
-"""Paper 003's conditional convolutional VAE, with a depth that adapts to the input size."""
+"""The trade-off paper's conditional convolutional VAE, with a depth that adapts to the input
+size."""
 
 from __future__ import annotations
 
@@ -21,13 +22,13 @@ def padded_side(height: int, width: int) -> int:
 
 
 class ConditionalConvVAE(nn.Module):
-    """Conditional conv VAE of paper 003 (Section 4, Figure 2a).
+    """Conditional conv VAE of the trade-off paper (Section 4, Figure 2a).
 
     Encoder: n conv layers 4x4 stride 2 (32/64/128/256 channels, LeakyReLU) down to 4x4, then dense
     layers for mu and log-variance; the one-hot label is appended to the flattened features.
     Decoder: dense (z ++ one-hot) -> 4x4xC -> n x [nearest upsample x2, conv 3x3] -> sigmoid.
     n = log2(side / 4) where side is the input padded to a power of two (8x8 -> 1, 32x32 -> 3,
-    64x64 -> 4), so paper 003's 64x64 model is exactly the n = 4 case.
+    64x64 -> 4), so the trade-off paper's 64x64 model is exactly the n = 4 case.
 
     Shapes: x is (B, C, H, W) in [0, 1]; y is (B,) int64 labels in [0, num_classes).
     """

@@ -9,7 +9,7 @@ Two layouts share one implementation per distance:
 
 Values are float64 tensors on the inputs' device. A :class:`Distance` also knows its orientation:
 :meth:`Distance.score` turns mean distances into membership scores where higher means "more likely
-a member" (paper 003, Eq. 1: -mean MSE, or mean SSIM).
+a member" (the trade-off paper, Eq. 1: -mean MSE, or mean SSIM).
 
 Modules: :mod:`~attacks.distances.distance` (the registry), :mod:`~attacks.distances.squared_error`
 (MSE), :mod:`~attacks.distances.structural_similarity` (SSIM, choosing a path),

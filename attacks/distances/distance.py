@@ -18,7 +18,7 @@ DistanceFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class Distance(Enum):
-    """Reconstruction distances of the reconstruction attack (paper 003, Section 2.2)."""
+    """Reconstruction distances of the reconstruction attack (the trade-off paper, Section 2.2)."""
 
     MSE = "mse"
     SSIM = "ssim"
@@ -48,7 +48,7 @@ class Distance(Enum):
     def score(self, mean_values: np.ndarray) -> np.ndarray:
         """Membership scores from per-record mean values: higher = more likely a member.
 
-        Paper 003, Eq. 1: score = -mean MSE, or mean SSIM.
+        The trade-off paper, Eq. 1: score = -mean MSE, or mean SSIM.
         """
         values = np.asarray(mean_values, dtype=np.float64)
         return values if self.higher_is_closer else -values
@@ -81,7 +81,7 @@ def get_distance(name: str | Distance) -> Distance:
 
 
 #: The distances the reconstruction attack uses per record modality: SSIM is an image measure
-#: (paper 003 uses MSE and SSIM on images, MSE on sensor series; points take MSE).
+#: (the trade-off paper uses MSE and SSIM on images, MSE on sensor series; points take MSE).
 MODALITY_DISTANCES: dict[Modality, tuple[Distance, ...]] = {
     Modality.IMAGE: (Distance.MSE, Distance.SSIM),
     Modality.SERIES: (Distance.MSE,),

@@ -30,7 +30,7 @@ from models.training import evaluate_vae_loss
 @dataclass(frozen=True)
 class Measured:
     """What the cell measured of its trained target: divergence, the losses on real D_train
-    and D_test (their difference is ``train_test_gap``) and paper 004's latent metrics."""
+    and D_test (their difference is ``train_test_gap``) and PriVAE's latent metrics."""
 
     diverged: bool
     loss_train: float

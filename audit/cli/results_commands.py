@@ -30,9 +30,10 @@ def build_report_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="benchmark.py report",
         allow_abbrev=False,
-        description="Tables, sweet spots and figures (paper 003, Figures 3-6) from the rows of "
-        "DIR/cells/ (DIR/runs.csv where there are no cells); damaged cells are named and skipped. "
-        "A folder of attacked releases (benchmark.py attack) gets its release report again.",
+        description="Tables, sweet spots and figures (the trade-off paper, Figures 3-6) from the "
+        "rows of DIR/cells/ (DIR/runs.csv where there are no cells); damaged cells are named and "
+        "skipped. A folder of attacked releases (benchmark.py attack) gets its release report "
+        "again.",
     )
     p.add_argument("dir", type=Path, metavar="DIR", help="a sweep's output directory")
     p.add_argument(
@@ -56,7 +57,7 @@ def build_report_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="AP",
         default=list(MI_AP_LIMITS),
-        help="MI AP limits of the sweet-spot table, paper 003 Section 5.2 (default: "
+        help="MI AP limits of the sweet-spot table (the trade-off paper's Section 5.2; default: "
         + " ".join(f"{x:g}" for x in MI_AP_LIMITS)
         + ")",
     )

@@ -58,7 +58,7 @@ def build_run_parser() -> argparse.ArgumentParser:
         default=ProfileName.STANDARD.value,
         choices=[x.value for x in ProfileName],
         help="quick: CI scale (minutes); standard: a full grid on an embedded dataset "
-        "within the hour on 2 cores; paper: paper 003's scale (GPU)",
+        "within the hour on 2 cores; paper: the trade-off paper's scale (GPU)",
     )
     p.add_argument(
         "--out", type=Path, default=None, help="output directory (default results/DATASET-PROFILE)"

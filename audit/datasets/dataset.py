@@ -20,7 +20,7 @@ import numpy as np
 from audit.datasets.series import ChannelScaler
 from dpvae_core.records import Modality
 
-#: Paper 003's split: 50 % D_train, 20 % D_val, 30 % D_test.
+#: The trade-off paper's split: 50 % D_train, 20 % D_val, 30 % D_test.
 DEFAULT_SPLIT_FRACTIONS = (0.5, 0.2, 0.3)
 
 

@@ -1,5 +1,5 @@
-"""MotionSense (Malekzadeh et al.; paper 003, Section 4): iPhone device-motion recordings of 24
-subjects in six activities, read in the dataset's own layout.
+"""MotionSense (Malekzadeh et al.; the trade-off paper, Section 4): iPhone device-motion recordings
+of 24 subjects in six activities, read in the dataset's own layout.
 
 Layout: ``A_DeviceMotion_data/<activity>_<trial>/sub_<n>.csv`` with an unnamed index column and
 the 12 columns of :data:`SENSOR_COLUMNS`, sampled at 50 Hz. Each recording is cut into 10 s windows
@@ -55,8 +55,8 @@ URL = f"https://github.com/mmalekzadeh/motion-sense/raw/master/data/{FOLDER}.zip
 #: Written beside ``FOLDER`` after a verified download: the archive's SHA-256, the files' CRC-32.
 DOWNLOAD_MANIFEST = f"{FOLDER}.manifest.json"
 DOWNLOAD_TIMEOUT_S = 60
-#: Activity codes in the MotionSense repository's label order (paper 003, Figure 7: classes 0-3
-#: are movements, 4 and 5 standing and sitting).
+#: Activity codes in the MotionSense repository's label order (the trade-off paper, Figure 7:
+#: classes 0-3 are movements, 4 and 5 standing and sitting).
 ACTIVITIES = ("dws", "ups", "wlk", "jog", "std", "sit")
 SENSOR_COLUMNS = (
     "attitude.roll", "attitude.pitch", "attitude.yaw",
@@ -66,7 +66,7 @@ SENSOR_COLUMNS = (
 )  # fmt: skip
 SAMPLE_RATE_HZ = 50
 WINDOW = 10 * SAMPLE_RATE_HZ
-#: Paper 003: 10 % D_train, 10 % D_val, 80 % D_test.
+#: The trade-off paper: 10 % D_train, 10 % D_val, 80 % D_test.
 SPLIT_FRACTIONS = (0.1, 0.1, 0.8)
 #: Fixed ranges of :data:`SENSOR_COLUMNS` in their own units (Core Motion device motion of the
 #: iPhone 6s MotionSense used), not taken from the records: attitude angles in radians [-pi, pi];

@@ -1,10 +1,10 @@
-"""The pinwheel data set of Johnson et al. (2016), PriVAE's clustering task (paper 004, Sec. 5.2).
+"""The pinwheel data set of Johnson et al. (2016), PriVAE's clustering task (Sec. 5.2).
 
-Paper 004 uses "the pinwheel dataset from [19] (Johnson et al.), with n = 400 observations,
+PriVAE uses "the pinwheel dataset from [19] (Johnson et al.), with n = 400 observations,
 clustered in 4 spirals", following Mathieu et al. (2019); it states neither the spread nor the
 rate. The defaults here are those of Johnson et al.'s SVAE code (``make_pinwheel_data(0.3, 0.05,
-num_classes, num_per_class, 0.25)``, coordinates times 10) with paper 004's n = 400 and 4
-spirals. Mathieu et al.'s released experiment (the one paper 004 follows) instead generates the
+num_classes, num_per_class, 0.25)``, coordinates times 10) with PriVAE's n = 400 and 4
+spirals. Mathieu et al.'s released experiment (the one PriVAE follows) instead generates the
 data with Adams' MATLAB ``pinwheel(0.1, 0.3, 4, 100, 0.25)``, whose argument order swaps the two
 spreads: radial std 0.3, tangential std 0.1, unit scale; ``pinwheel(tangential_std=0.1,
 scale=1.0)`` reproduces that distribution.
@@ -16,7 +16,7 @@ import numpy as np
 
 from dpvae_core.validation import check_non_negative, check_positive, check_positive_int
 
-#: Paper 004, Section 5.2: n = 400 observations in 4 spirals.
+#: PriVAE, Section 5.2: n = 400 observations in 4 spirals.
 PAPER_N = 400
 PAPER_SPIRALS = 4
 

@@ -1,5 +1,5 @@
 """Sensor series helpers: fixed-length windows, and the per-channel scaling to [-1, 1] with fixed
-ranges that do not depend on the records (paper 003, Section 4: "we normalize the data to
+ranges that do not depend on the records (the trade-off paper, Section 4: "we normalize the data to
 [-1, 1]"; the ranges are the sensors' documented limits, stated per dataset)."""
 
 from __future__ import annotations

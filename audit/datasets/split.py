@@ -1,5 +1,5 @@
-"""The seeded stratified split of paper 003 (Figure 1) into D_train, D_val and D_test, and the
-class counts it needs."""
+"""The seeded stratified split of the trade-off paper (Figure 1) into D_train, D_val and D_test, and
+the class counts it needs."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def min_records_per_class(fractions: tuple[float, float, float]) -> int:
 
     A class needs at least one record in D_train (``c * f_train >= 1``) and at least two in the
     remainder that is split, stratified again, into D_val and D_test
-    (``c * (f_val + f_test) >= 2``): 4 for paper 003's 50/20/30 split, 10 for 10/10/80.
+    (``c * (f_val + f_test) >= 2``): 4 for the trade-off paper's 50/20/30 split, 10 for 10/10/80.
     """
     train, val, test = fractions
     need = max(2.0, 1 / train, 2 / (val + test))

@@ -14,8 +14,8 @@ from dpvae_core.seeding import numpy_rng, torch_generator
 from models.dp import clip_and_sum
 
 #: The attack that scores input canaries, per release: the strongest of the release whose score
-#: is one number per record fixed in advance (reconstruction for the whole VAE, paper 003's
-#: attack; GAN-Leaks' latent search for a decoder).
+#: is one number per record fixed in advance (reconstruction for the whole VAE, the trade-off
+#: paper's attack; GAN-Leaks' latent search for a decoder).
 INPUT_CANARY_ATTACK: dict[ReleaseKind, str] = {
     ReleaseKind.WHOLE_VAE: ReconstructionAttack.name,
     ReleaseKind.DECODER_ONLY: LatentSearchAttack.name,

@@ -34,7 +34,7 @@ Canary kinds:
   valid score too (post-processing) but Adam's per-coordinate scaling distorts it; it is NOT
   combined with the main bound (the better of two would need a multiple-testing correction).
   A gradient canary touches the per-example term only: for cdp-termwise it does not exercise
-  the batch term, and for dp2vae it exercises the decoder's step as paper 002 models it, not
+  the batch term, and for dp2vae it exercises the decoder's step as the DP2-VAE paper models it, not
   the encoders that make the valid claim larger.
 - ``input`` (the bound a user's adversary gets): canary records
   (:mod:`audit.empirical.input_canaries`: uniform-noise, blocks, patches, marked-mean or

@@ -1,9 +1,10 @@
-"""``cdp``: standard DP-Adam (paper 003, Section 2.3) on the target VAE's per-example objective.
+"""``cdp``: standard DP-Adam (the trade-off paper, Section 2.3) on the target VAE's per-example
+objective.
 
 Options (:class:`CdpOptions`, one ``benchmark.py`` flag each): ``clip_norm`` (a number, or
-``median``: paper 003's heuristic), ``target_epsilon`` (calibrates z and ignores the cell's grid
-value), ``delta`` (default 1/N_train), ``conversion`` (improved, the default, or classic).
-``divergence`` / ``alpha`` are accepted only to be refused: a batch-wise divergence needs
+``median``: the trade-off paper's heuristic), ``target_epsilon`` (calibrates z and ignores the
+cell's grid value), ``delta`` (default 1/N_train), ``conversion`` (improved, the default, or
+classic). ``divergence`` / ``alpha`` are accepted only to be refused: a batch-wise divergence needs
 ``cdp-termwise`` (``models.dp.check_per_example_objective``).
 """
 
@@ -60,7 +61,8 @@ class ClipNormRule(str, Enum):
     """A clip norm chosen from the data rather than given as a number."""
 
     MEDIAN = "median"
-    """Paper 003's heuristic: the median unclipped per-example gradient norm of a warm-up."""
+    """The trade-off paper's heuristic: the median unclipped per-example gradient norm of a
+    warm-up."""
 
 
 MEDIAN = ClipNormRule.MEDIAN.value
@@ -98,7 +100,7 @@ class DpAdamOptions(MechanismOptions):
     )
     delta: float | None = option("delta (default 1/N_train)", delta_value, cli_type=float)
     conversion: Conversion | None = option(
-        "RDP-to-DP conversion, improved (Opacus, the default) or classic (paper 003)",
+        "RDP-to-DP conversion, improved (Opacus, the default) or classic (the trade-off paper)",
         choice(Conversion, "conversion"),
     )
 
@@ -109,13 +111,13 @@ class CdpOptions(DpAdamOptions):
 
     mechanism: ClassVar[str] = "cdp"
     clip_norm: float | ClipNormRule | None = option(
-        f"per-example clip norm C, a number or 'median' (paper 003's heuristic; default "
+        f"per-example clip norm C, a number or 'median' (the trade-off paper's heuristic; default "
         f"{DEFAULT_CLIP_NORM:g})",
         parse_clip_norm,
     )
     divergence: Divergence | None = option(
-        "batch-wise divergence: mmd (Cauchy kernel to N(0, I)), sparse (to paper 004's sparse "
-        "prior) or kl-prior (KL(p || q) to the model's prior, paper 004's clustering task); cdp "
+        "batch-wise divergence: mmd (Cauchy kernel to N(0, I)), sparse (to PriVAE's sparse "
+        "prior) or kl-prior (KL(p || q) to the model's prior, PriVAE's clustering task); cdp "
         "refuses one: it needs the term-wise noise of cdp-termwise",
         choice(Divergence, "divergence"),
     )
@@ -140,7 +142,7 @@ class CdpEpsilonParams(AccountingParams):
         cli_type=int,
     )
     epochs: int | None = option(
-        "epochs; steps = ceil(epochs * N_train / B) (paper 003's convention)",
+        "epochs; steps = ceil(epochs * N_train / B) (the trade-off paper's convention)",
         positive_int("epochs"),
         "E",
         cli_type=int,
@@ -162,7 +164,7 @@ class CdpEpsilonParams(AccountingParams):
     )
     conversion: Conversion | None = option(
         "RDP-to-DP conversion, improved (Opacus, default) or classic (min over orders of "
-        "rdp + log(1/delta)/(order-1), paper 003's Table 2)",
+        "rdp + log(1/delta)/(order-1), the trade-off paper's Table 2)",
         choice(Conversion, "conversion"),
         "NAME",
     )

@@ -1,4 +1,4 @@
-"""``cdp-termwise``: term-wise DP-Adam (paper 004, Algorithm 1) with a batch-wise divergence term.
+"""``cdp-termwise``: term-wise DP-Adam (PriVAE, Algorithm 1) with a batch-wise divergence term.
 
 Options (:class:`TermwiseOptions`): those of ``cdp`` (``clip_norm`` is C1) plus
 ``clip_norm_2`` (C2, default ``DEFAULT_CLIP_RATIO * C1``), ``divergence`` (mmd, sparse or
@@ -121,14 +121,13 @@ class TermwiseDP(CentralDP):
 
     Notes:
         The claim (``audit.privacy.termwise_accounting.termwise_claim``) accounts both releases of
-        every
-        step stacked (one sampled Gaussian at s / sqrt(1 + k^2) on the shared batch), with k from
-        :func:`partition_sensitivity`; its method names the accounting, and its extra holds paper
-        004's own kappa-based epsilon for comparison.
+        every step stacked (one sampled Gaussian at s / sqrt(1 + k^2) on the shared batch), with k
+        from :func:`partition_sensitivity`; its method names the accounting, and its extra holds
+        PriVAE's own kappa-based epsilon for comparison.
     """
 
     name = "cdp-termwise"
-    accounting_help = "term-wise DP-Adam of paper 004"
+    accounting_help = "term-wise DP-Adam of PriVAE"
     options_type = TermwiseOptions
     accounting_type = TermwiseEpsilonParams
 

@@ -1,9 +1,9 @@
-"""``dp2vae``: DP2-VAE (paper 002, Algorithms 1 and 2): K non-private encoders pre-trained on
-disjoint subsets of D_train, a fresh decoder trained by DP-Adam on batches of one uniformly chosen
-subset; only the decoder is released.
+"""``dp2vae``: DP2-VAE (the DP2-VAE paper, Algorithms 1 and 2): K non-private encoders pre-trained
+on disjoint subsets of D_train, a fresh decoder trained by DP-Adam on batches of one uniformly
+chosen subset; only the decoder is released.
 
 Options (:class:`Dp2Options`): ``subsets`` (K; default one subset per
-:data:`RECORDS_PER_SUBSET` records, at least 2 — paper 002 uses K = 1000 on 60000 records),
+:data:`RECORDS_PER_SUBSET` records, at least 2 — the DP2-VAE paper uses K = 1000 on 60000 records),
 ``max_batch_size`` (B_max, the cap of a stage-2 batch; default B), ``pretrain_epochs``,
 ``clip_norm``, ``target_epsilon``, ``delta``, ``conversion``.
 """
@@ -45,7 +45,7 @@ from models.dp.dp2vae_subsets import subset_assignment
 from models.training import TrainHistory
 from models.vae import ConditionalConvVAE
 
-#: Records per subset of the default K (paper 002: 60000 records in K = 1000 subsets).
+#: Records per subset of the default K (the DP2-VAE paper: 60000 records in K = 1000 subsets).
 RECORDS_PER_SUBSET = 60
 #: Stage-1 epochs per subset by default (non-private pre-training of each encoder).
 DEFAULT_PRETRAIN_EPOCHS = 5
@@ -112,15 +112,15 @@ class Dp2EpsilonParams(CdpEpsilonParams):
 
 
 class Dp2Vae(Mechanism):
-    """``dp2vae``: the decoder of paper 002's two-stage training, released alone.
+    """``dp2vae``: the decoder of the DP2-VAE paper's two-stage training, released alone.
 
     Notes:
         The ``epsilon`` column is the valid bound of
         :mod:`audit.privacy.dp2vae_accounting` (add/remove adjacency; a step's sensitivity
         2 B_max C, because the subset's non-private encoder moves every latent code of the batch
         when one record changes; selection of the record's subset with probability 1/K, amplified
-        by joint convexity). Paper 002's Theorem 3.1 value is in the notes, labelled: it is not a
-        bound for this code.
+        by joint convexity). The DP2-VAE paper's Theorem 3.1 value is in the notes, labelled: it is
+        not a bound for this code.
     """
 
     name = "dp2vae"

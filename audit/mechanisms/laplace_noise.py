@@ -1,5 +1,6 @@
 """Laplace noise in torch: a seeded sampler and the per-measurement Laplace mechanism on series
-(paper 003, Sections 2.3 and 4.2). The claim is :func:`audit.privacy.laplace.laplace_claim`.
+(the trade-off paper, Sections 2.3 and 4.2). The claim is
+:func:`audit.privacy.laplace.laplace_claim`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Local DP applied to the records (paper 003, LDP): Fan's DP image pixelization for images, the
-Laplace mechanism per measurement for sensor series.
+"""Local DP applied to the records (the trade-off paper, LDP): Fan's DP image pixelization for
+images, the Laplace mechanism per measurement for sensor series.
 
-Settings (paper 003, Section 3): LDP-Full (the paper's) perturbs all data the target VAE sees,
-here D_train and D_val; LDP-Train perturbs D_train only. In both, the target classifier is
+Settings (the trade-off paper, Section 3): LDP-Full (the paper's) perturbs all data the target VAE
+sees, here D_train and D_val; LDP-Train perturbs D_train only. In both, the target classifier is
 scored on the real D_test and the attack uses unperturbed records (see audit.sweep.cell_run).
 """
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 
 class LdpSetting(str, Enum):
-    """Which splits are perturbed for the target VAE (paper 003, Section 3)."""
+    """Which splits are perturbed for the target VAE (the trade-off paper, Section 3)."""
 
     FULL = "full"  # LDP-Full: D_train and D_val
     TRAIN = "train"  # LDP-Train: D_train only
@@ -61,7 +61,8 @@ class PixelizationOptions:
     neighborhood: int
 
 
-#: eps_i grids: paper 003's for images (Fan's pixelization, LFW) and for series (MotionSense).
+#: eps_i grids: the trade-off paper's for images (Fan's pixelization, LFW) and for series
+#: (MotionSense).
 DEFAULT_GRIDS: dict[Modality, tuple[float, ...]] = {
     Modality.IMAGE: (10000.0, 5000.0, 1000.0, 500.0, 100.0),
     Modality.SERIES: (10.0, 1.0, 0.5, 0.1, 0.01),
@@ -91,7 +92,7 @@ class LdpOptions(MechanismOptions):
         cli_type=int,
     )
     ldp_setting: LdpSetting | None = option(
-        "full (perturb D_train and D_val, the paper's; default) or train (only D_train)",
+        "full (perturb D_train and D_val, the trade-off paper's; default) or train (only D_train)",
         choice(LdpSetting, "ldp setting"),
     )
 
@@ -124,14 +125,14 @@ class LdpEpsilonParams(AccountingParams):
         cli_type=int,
     )
     neighborhood: int | None = option(
-        "Fan's neighbourhood m in pixels, 1..H*W (default round(sqrt(H*W)), paper 003's)",
+        "Fan's neighbourhood m in pixels, 1..H*W (default round(sqrt(H*W)), the trade-off paper's)",
         positive_int("neighborhood m"),
         "m",
         cli_type=int,
         aliases=("--m",),
     )
     n_records: int | None = option(
-        "|D|: also show paper 003's dataset-wide sum |D| * epsilon",
+        "|D|: also show the trade-off paper's dataset-wide sum |D| * epsilon",
         positive_int("n_records"),
         "N",
         cli_type=int,
@@ -139,7 +140,8 @@ class LdpEpsilonParams(AccountingParams):
 
 
 def default_neighborhood(height: int, width: int) -> int:
-    """Paper 003's m = sqrt(H * W) (64 for 64x64 images), rounded to a whole pixel count."""
+    """The trade-off paper's m = sqrt(H * W) (64 for 64x64 images), rounded to a whole pixel
+    count."""
     return max(1, round(math.sqrt(height * width)))
 
 
@@ -228,7 +230,7 @@ class LocalDP(Mechanism):
             options_for_images(options, data.record_shape)
 
     def default_grid_for(self, modality: Modality) -> tuple[float, ...]:
-        """Paper 003's eps_i grid for records of ``modality``."""
+        """The trade-off paper's eps_i grid for records of ``modality``."""
         return DEFAULT_GRIDS.get(Modality(modality), DEFAULT_GRIDS[Modality.IMAGE])
 
     def prepare(self, cell: CellConfig, data: CellData, ctx: Context) -> Prepared:

@@ -1,4 +1,4 @@
-"""The non-private reference run (paper 003's 'original' trade-off point)."""
+"""The non-private reference run (the trade-off paper's 'original' trade-off point)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""VAE-LDP (Weggenmann et al., as in paper 003): records replaced by one stochastic
+"""VAE-LDP (Weggenmann et al., as in the trade-off paper): records replaced by one stochastic
 reconstruction of a perturbation VAE with a bounded mean and a noise floor sigma.
 
 Which data the perturbation model learns from (option ``perturbation_data``):
@@ -6,9 +6,9 @@ Which data the perturbation model learns from (option ``perturbation_data``):
   trains on the perturbed D_train and is validated on a perturbed copy of D_val. The claimed
   epsilon covers the released D_train records; D_val's records shaped the perturbation model
   outside any accounting (they are neither attacked nor released as training data).
-- ``train``: D_train itself (paper 003's implicit choice). The perturbation model is then a
-  non-private function of the very records it perturbs, so the claimed epsilon does not cover
-  its training; the row says so.
+- ``train``: D_train itself (the trade-off paper's implicit choice). The perturbation model is
+  then a non-private function of the very records it perturbs, so the claimed epsilon does not
+  cover its training; the row says so.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class VaeLdpOptions(MechanismOptions):
     mechanism: ClassVar[str] = "vae-ldp"
     perturbation_data: PerturbationData | None = option(
         "data the perturbation VAE is trained on: val (D_val, the default) or train (D_train, "
-        "paper 003's implicit choice; not covered by the claim)",
+        "the trade-off paper's implicit choice; not covered by the claim)",
         choice(PerturbationData, "perturbation data"),
     )
 
@@ -105,8 +105,8 @@ class VaeLdpEpsilonParams(AccountingParams):
     )
     delta: float | None = option("delta in (0, 1) (required)", delta_value, "D", cli_type=float)
     conversion: GaussianConversion | None = option(
-        "analytic (Balle and Wang 2018, a bound for every epsilon; default) or classic (paper "
-        "003's formula, a bound only below 1)",
+        "analytic (Balle and Wang 2018, a bound for every epsilon; default) or classic (the "
+        "trade-off paper's formula, a bound only below 1)",
         choice(GaussianConversion, "conversion"),
         "NAME",
     )
@@ -125,10 +125,10 @@ class VaeLdp(Mechanism):
 
     Notes:
         epsilon is the analytic Gaussian mechanism's (Balle and Wang 2018, Theorem 8) for L2
-        sensitivity Delta = 2 * 3 * sqrt(d) and delta = 1/|D|, a bound for every epsilon. Paper
-        003's classic Delta * sqrt(2 ln(1.25 / delta)) / sigma (its Table 2) is in the notes as
-        ``epsilon_classic``; it is a bound only below 1. Labels are not perturbed. See the module
-        docstring for what the claim covers.
+        sensitivity Delta = 2 * 3 * sqrt(d) and delta = 1/|D|, a bound for every epsilon. The
+        trade-off paper's classic Delta * sqrt(2 ln(1.25 / delta)) / sigma (its Table 2) is in the
+        notes as ``epsilon_classic``; it is a bound only below 1. Labels are not perturbed. See the
+        module docstring for what the claim covers.
     """
 
     name = "vae-ldp"

@@ -4,7 +4,7 @@
 Modules: ``events`` (frozen release descriptions), ``accountant`` (the one reader of events),
 ``rdp`` (Opacus's RDP analysis and its conversions), ``gaussian`` (the Gaussian mechanism at
 delta, classic and analytic), ``calibration`` (noise for a target epsilon), ``claim``
-(PrivacyClaim, conversions), ``cdp`` (DP-Adam), ``termwise`` (paper 004), ``vae_ldp``,
+(PrivacyClaim, conversions), ``cdp`` (DP-Adam), ``termwise`` (PriVAE), ``vae_ldp``,
 ``pixelization`` (Fan), ``laplace`` (time series), ``command`` (the ``epsilon`` subcommand).
 The noise itself (torch) is added in ``audit.mechanisms``.
 """

@@ -15,7 +15,7 @@ class Conversion(str, Enum):
     """How an RDP curve becomes an (epsilon, delta) guarantee.
 
     CLASSIC: ``eps = min_a rdp(a) + log(1/delta) / (a - 1)`` (Mironov 2017, Prop. 3), the
-    conversion TensorFlow Privacy used for paper 003's Table 2.
+    conversion TensorFlow Privacy used for the trade-off paper's Table 2.
     IMPROVED: Opacus's ``get_privacy_spent`` (Balle et al. 2020, Thm. 21), never larger.
     """
 
@@ -27,7 +27,7 @@ class GaussianConversion(str, Enum):
     """How a (non-sampled) Gaussian mechanism's noise becomes an epsilon.
 
     CLASSIC: ``eps = Delta * sqrt(2 ln(1.25/delta)) / sigma`` (Dwork and Roth, Thm. A.1), the
-    formula paper 003 reports; a valid guarantee only where it gives eps < 1.
+    formula the trade-off paper reports; a valid guarantee only where it gives eps < 1.
     ANALYTIC: the exact (smallest) epsilon of Balle and Wang 2018, Theorem 8; valid for every eps.
     """
 

@@ -1,4 +1,4 @@
-"""Accounting of DP2-VAE (paper 002, Jiang et al., Algorithms 1 and 2, Theorem 3.1).
+"""Accounting of DP2-VAE (the DP2-VAE paper, Jiang et al., Algorithms 1 and 2, Theorem 3.1).
 
 D_train is split into K disjoint subsets by a keyed hash of each record (``models.dp.dp2vae_loop``).
 Stage 1 pre-trains one encoder per subset non-privately; stage 2 re-initialises the decoder and
@@ -29,7 +29,7 @@ Notes:
     per-example gradient lies in the C ball, so each can move by 2C; a batch holds at most
     B_max records (the code truncates larger Poisson batches), so the clipped sum moves by at
     most 2 B_max C, whether or not r itself is in the batch (when it is not, the others still
-    moved). Paper 002's proof (Eq. 12-13) takes two batches differing in one entry with
+    moved). The DP2-VAE paper's proof (Eq. 12-13) takes two batches differing in one entry with
     everything else fixed, which ignores the encoder: it counts 2C where 2 B_max C is due.
     A step that chooses k != k* has sensitivity 0 (same subset, same encoder, same coins).
 
@@ -55,7 +55,7 @@ Notes:
     non-privately on disjoint subsets, the generator trained through sanitised per-sample
     upstream gradients, each with its own noise N(0, sigma^2 C^2). Its Theorem 1 charges a step
     (alpha, 2 B alpha / sigma^2): all B upstream gradients of a step may change, i.e. it does
-    account for the non-private discriminator, where paper 002 charges one record. Its code
+    account for the non-private discriminator, where the DP2-VAE paper charges one record. Its code
     (evaluation/privacy_analysis.py) then composes n_steps * B subsampled Gaussians at
     q = 1/N_d (autodp's subsampling bound), which treats the B releases of one step as
     independently subsampled and the other discriminators' outputs as the "not sampled" branch;
@@ -77,9 +77,9 @@ from audit.privacy.rdp import RDP_ORDERS, rdp_to_epsilon, sampled_gaussian_rdp
 from dpvae_core.validation import check_delta, check_non_negative, check_positive_int, parse_enum
 
 PAPER_NOTE = (
-    "paper 002 Theorem 3.1: NOT a bound for this code. It charges each decoder step a Gaussian "
-    "of sensitivity 2C/B (noise multiplier sigma/2), Poisson-subsampled at q = 1/K; but the "
-    "non-private encoder of the record's subset moves every clipped gradient of a batch from "
+    "the DP2-VAE paper's Theorem 3.1: NOT a bound for this code. It charges each decoder step a "
+    "Gaussian of sensitivity 2C/B (noise multiplier sigma/2), Poisson-subsampled at q = 1/K; but "
+    "the non-private encoder of the record's subset moves every clipped gradient of a batch from "
     "that subset (sensitivity 2 B_max C), and the choice of one of K fixed subsets is not "
     "Poisson subsampling (amplification only by joint convexity)."
 )
@@ -181,7 +181,8 @@ def paper_theorem_3_1_epsilon(
     delta: float,
     conversion: Conversion | str = Conversion.IMPROVED,
 ) -> float:
-    """Paper 002's epsilon: T Poisson-subsampled Gaussians at q = 1/K, noise multiplier sigma/2.
+    """The DP2-VAE paper's epsilon: T Poisson-subsampled Gaussians at q = 1/K, noise multiplier
+    sigma/2.
 
     Theorem 3.1 ((alpha, 2 alpha / sigma^2)-RDP per step: sensitivity 2C/B, std sigma C / B)
     with the sampling rate of Algorithm 2's ``Eps(K, sigma, T, delta)``. Reproduced for the
@@ -240,7 +241,7 @@ def dp2vae_claim(
 ) -> PrivacyClaim:
     """The DP2-VAE claim at ``delta`` (default ``1/n_train``): the valid bound as ``epsilon``.
 
-    ``extra`` holds both conversions of the valid bound, paper 002's Theorem 3.1 value
+    ``extra`` holds both conversions of the valid bound, the DP2-VAE paper's Theorem 3.1 value
     (``epsilon_paper_theorem_3_1``) with its label (``paper_note``), the step's sensitivity in
     units of C, the effective noise multiplier sigma / (2 B_max), q = 1/K and T.
     """

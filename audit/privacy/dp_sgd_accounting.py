@@ -1,8 +1,8 @@
 """Accounting of standard DP-Adam / DP-SGD: Poisson-sampled Gaussian releases, Opacus RDP.
 
-Paper 003 (Section 2 and Table 2) trains with DP-Adam (TensorFlow Privacy) and reports epsilon at
-delta = 1/N_train with the classic RDP conversion; Opacus's improved conversion is the default
-here and is never larger.
+The trade-off paper (Section 2 and Table 2) trains with DP-Adam (TensorFlow Privacy) and reports
+epsilon at delta = 1/N_train with the classic RDP conversion; Opacus's improved conversion is the
+default here and is never larger.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from dpvae_core.validation import check_delta, check_positive
 
 
 def gaussian_epsilon_classic(*, sigma: float, sensitivity: float, delta: float) -> float:
-    """``eps = sensitivity * sqrt(2 ln(1.25/delta)) / sigma`` (paper 003, Def. 3 and Sec. 2.3).
+    """``eps = sensitivity * sqrt(2 ln(1.25/delta)) / sigma`` (the trade-off paper, Def. 3 and Sec.
+    2.3).
 
     Notes:
         The theorem behind it (Dwork and Roth, Thm. A.1) needs eps < 1; above that the number is

@@ -1,5 +1,5 @@
-"""Accounting of the Laplace mechanism per measurement for time series (paper 003, Section 2.3
-and 4.2): every value of every window gets Laplace noise scaled to its sensor's range
+"""Accounting of the Laplace mechanism per measurement for time series (the trade-off paper, Section
+2.3 and 4.2): every value of every window gets Laplace noise scaled to its sensor's range
 (:func:`audit.mechanisms.laplace_noise.laplace_perturb_series` adds it).
 """
 
@@ -69,8 +69,8 @@ def laplace_claim(
     windows): by sequential composition over every noisy copy of the window's values, including
     the copies in overlapping windows (``window_stride`` below T). The per-measurement epsilon
     is eps_i * :func:`max_windows_per_measurement`. With ``n_records``,
-    ``extra["epsilon_dataset_sum"]`` is |D| times the per-record epsilon (paper 003's Table 2
-    style sum; its MotionSense column used |D| * eps_i, without T * F).
+    ``extra["epsilon_dataset_sum"]`` is |D| times the per-record epsilon (the trade-off paper's
+    Table 2 style sum; its MotionSense column used |D| * eps_i, without T * F).
 
     Notes:
         Adjacency: any two windows (local DP), values inside fixed per-channel ranges.
@@ -96,7 +96,9 @@ def laplace_claim(
     epsilon = accountant.pure_epsilon(event)
     if n_records is not None:
         extra["epsilon_dataset_sum"] = check_positive_int("n_records", n_records) * epsilon
-        extra["notes"] = "epsilon_dataset_sum: |D| * per-record epsilon (paper 003 Table 2 style)"
+        extra["notes"] = (
+            "epsilon_dataset_sum: |D| * per-record epsilon (the trade-off paper's Table 2 style)"
+        )
     return PrivacyClaim(
         epsilon=epsilon,
         delta=0.0,

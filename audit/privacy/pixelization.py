@@ -1,7 +1,7 @@
 """Accounting of DP image pixelization (Liyue Fan, "Image pixelization with differential privacy",
-DBSec 2018), the image LDP mechanism of paper 003 (Section 2.3): b x b cell means plus Laplace
-noise (added by :func:`audit.mechanisms.pixelization_noise.pixelize`). Scale, geometry, event and
-claim; no torch.
+DBSec 2018), the image LDP mechanism of the trade-off paper (Section 2.3): b x b cell means plus
+Laplace noise (added by :func:`audit.mechanisms.pixelization_noise.pixelize`). Scale, geometry,
+event and claim; no torch.
 """
 
 from __future__ import annotations
@@ -110,9 +110,9 @@ def pixelization_claim(
     """Per-record claim of pixelization for any two records: :func:`pixelization_epsilon`.
 
     ``extra`` keeps, labelled, the m-neighbourhood epsilon (channels * eps_i: Fan's guarantee,
-    only against images differing in at most m pixels) and, with ``n_records``, paper 003's
-    Table 2 figure |D| * channels * eps_i (a dataset-wide sum of m-neighbourhood epsilons, not a
-    per-record guarantee).
+    only against images differing in at most m pixels) and, with ``n_records``, the trade-off
+    paper's Table 2 figure |D| * channels * eps_i (a dataset-wide sum of m-neighbourhood epsilons,
+    not a per-record guarantee).
     """
     event = pixelization_event(
         eps_i=eps_i,
@@ -139,8 +139,8 @@ def pixelization_claim(
     if n_records is not None:
         extra["epsilon_dataset_sum"] = check_positive_int("n_records", n_records) * c * eps
         extra["notes"] = (
-            "epsilon_dataset_sum: paper 003 Table 2's |D| * channels * eps_i, a dataset-wide "
-            "sum of m-neighbourhood epsilons, not a per-record bound"
+            "epsilon_dataset_sum: the |D| * channels * eps_i of the trade-off paper's Table 2, a "
+            "dataset-wide sum of m-neighbourhood epsilons, not a per-record bound"
         )
     return PrivacyClaim(
         epsilon=epsilon,

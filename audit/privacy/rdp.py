@@ -26,8 +26,8 @@ logger = logging.getLogger(__name__)
 #: Opacus's default orders (``RDPAccountant.DEFAULT_ALPHAS``, 1.1 .. 63, written out here so this
 #: module does not import Opacus's accountant classes and with them torch) extended upwards so
 #: that large noise multipliers (small epsilon) do not end at the largest order; the lower end is
-#: Opacus's, which paper 003's TensorFlow Privacy orders share, so the huge epsilons of tiny noise
-#: match its Table 2.
+#: Opacus's, which the trade-off paper's TensorFlow Privacy orders share, so the huge epsilons of
+#: tiny noise match its Table 2.
 OPACUS_DEFAULT_ORDERS: tuple[float, ...] = (
     *[1 + x / 10.0 for x in range(1, 100)],
     *range(12, 64),

@@ -1,4 +1,4 @@
-"""Accounting of term-wise DP-Adam (paper 004, Takahashi et al., Algorithm 1 and Eq. 16).
+"""Accounting of term-wise DP-Adam (PriVAE, Takahashi et al., Algorithm 1 and Eq. 16).
 
 Per step, on one Poisson-sampled batch (rate q = B/N), two noisy sums are released: the
 sample-wise term (per-example gradients clipped at C1, noise N(0, (s C1)^2)) and the batch-wise
@@ -22,7 +22,7 @@ Notes:
     Adjacency is add/remove one record, as in Opacus. The sample-wise sum moves by at most C1.
     A partition's clipped gradient depends on every record in the partition, so adding or
     removing one record moves it anywhere inside the C2 ball: by up to 2 C2 (k = 2, the default),
-    not C2 as paper 004 (proof of its Lemma 2) counts; k = 1 holds only when every partition
+    not C2 as PriVAE (proof of its Lemma 2) counts; k = 1 holds only when every partition
     holds at most one record (removing it empties the partition). This is the same doubling
     TensorFlow Privacy documents for microbatches. A record's partition must be a function of
     the record alone (here a keyed hash of (seed, index), ``models.termwise``), not positional
@@ -217,10 +217,10 @@ def termwise_noise_for_epsilon(
 
 
 def paper_kappa(*, delta: float) -> float:
-    """Paper 004's kappa = sigma_{eps/2} / sigma_eps = 2 sqrt(log(delta/2) / log(delta)).
+    """PriVAE's kappa = sigma_{eps/2} / sigma_eps = 2 sqrt(log(delta/2) / log(delta)).
 
     It comes from the moments accountant's asymptotic calibration
-    sigma >= c2 q sqrt(T log(1/delta)) / eps (paper 004, Eq. 5) applied at (eps/2, delta/2).
+    sigma >= c2 q sqrt(T log(1/delta)) / eps (PriVAE, Eq. 5) applied at (eps/2, delta/2).
     """
     check_delta(delta)
     return 2 * math.sqrt(math.log(delta / 2) / math.log(delta))
@@ -235,7 +235,7 @@ def paper_kappa_epsilon(
     delta: float,
     conversion: Conversion | str = Conversion.IMPROVED,
 ) -> float:
-    """The epsilon paper 004 (Theorem 2) assigns to term-wise noise s: DP-SGD's at s / kappa.
+    """The epsilon PriVAE (Theorem 2) assigns to term-wise noise s: DP-SGD's at s / kappa.
 
     Why our accountings are tighter than this under the paper's own sensitivity count
     (``partition_sensitivity = 1``): the RDP of Gaussians adds, so before sampling the two terms
@@ -257,7 +257,7 @@ def paper_kappa_epsilon(
 
 
 PAPER_KAPPA_NOTE = (
-    "paper 004's kappa = sigma_{eps/2} / sigma_eps rescaling, shown for comparison only: NOT a "
+    "PriVAE's kappa = sigma_{eps/2} / sigma_eps rescaling, shown for comparison only: NOT a "
     "bound for what the code does (it can be below the valid epsilon); the claim is epsilon"
 )
 
@@ -278,7 +278,7 @@ def termwise_claim(
 
     ``method`` names the accounting, e.g. ``"opacus-rdp/termwise-stacked/classic"``
     (``termwise-no-batch-term`` when C2 = 0); extra holds the release noise multipliers, the
-    partition sensitivity, plain DP-Adam's epsilon at the same s and paper 004's kappa claim.
+    partition sensitivity, plain DP-Adam's epsilon at the same s and PriVAE's kappa claim.
     ``accounting`` must be STACKED (:func:`check_run_accounting`).
     """
     if delta is None:

@@ -1,8 +1,8 @@
-"""Epsilon of VAE-LDP (Weggenmann et al., as used in paper 003): a Gaussian mechanism on the
-encoder mean, bounded to [-3, 3]^d, with noise std at least sigma.
+"""Epsilon of VAE-LDP (Weggenmann et al., as used in the trade-off paper): a Gaussian mechanism on
+the encoder mean, bounded to [-3, 3]^d, with noise std at least sigma.
 
 Each record's release is one Gaussian mechanism (:func:`vae_ldp_event`), read by the accountant
-under two conversions of the same noise: the classic Gaussian-mechanism formula paper 003
+under two conversions of the same noise: the classic Gaussian-mechanism formula the trade-off paper
 reports, and the exact analytic Gaussian mechanism of Balle and Wang (2018, Theorem 8);
 see :mod:`audit.privacy.gaussian`.
 """
@@ -16,7 +16,7 @@ from audit.privacy.claim import GaussianConversion, PrivacyClaim
 from audit.privacy.events import GaussianEvent
 from dpvae_core.validation import check_positive, check_positive_int, parse_enum
 
-#: The encoder mean is bounded by ``MEAN_BOUND * tanh`` (paper 003, Section 2.3).
+#: The encoder mean is bounded by ``MEAN_BOUND * tanh`` (the trade-off paper, Section 2.3).
 MEAN_BOUND = 3.0
 
 
@@ -47,7 +47,7 @@ def vae_ldp_epsilon(
     Notes:
         Sensitivity 2 * 3 * sqrt(d): any two records' encoder means differ by at most the
         diameter of [-3, 3]^d (local DP: every pair of records is neighbouring). Noise std
-        max(sigma, v) >= sigma is counted as sigma, as paper 003 does.
+        max(sigma, v) >= sigma is counted as sigma, as the trade-off paper does.
     """
     event = vae_ldp_event(sigma=sigma, latent_dim=latent_dim, mean_bound=mean_bound)
     return accountant.gaussian_epsilon(event, delta=delta, conversion=conversion)
@@ -64,7 +64,7 @@ def vae_ldp_claim(
     """The VAE-LDP claim; both conversions' epsilons are kept in ``extra``.
 
     The default, ANALYTIC, is a guarantee for every epsilon (Balle and Wang 2018); CLASSIC is
-    paper 003's number (its Table 2), a bound only where it is below 1.
+    the trade-off paper's number (its Table 2), a bound only where it is below 1.
     """
     conversion = parse_enum(GaussianConversion, conversion, "conversion")
     both = {
@@ -82,8 +82,8 @@ def vae_ldp_claim(
     }
     if both[GaussianConversion.CLASSIC] >= 1:
         extra["epsilon_classic_note"] = (
-            "epsilon_classic is paper 003's formula Delta*sqrt(2 ln(1.25/delta))/sigma (its "
-            "Table 2), outside its validity (eps < 1): NOT a bound, epsilon_analytic holds"
+            "epsilon_classic is the trade-off paper's formula Delta*sqrt(2 ln(1.25/delta))/sigma "
+            "(its Table 2), outside its validity (eps < 1): NOT a bound, epsilon_analytic holds"
         )
     return PrivacyClaim(
         epsilon=both[conversion],

@@ -1,4 +1,4 @@
-"""A sweep's report: tables, sweet spots and figures of a run (paper 003, Section 5).
+"""A sweep's report: tables, sweet spots and figures of a run (the trade-off paper, Section 5).
 
 Numbers come from the rows of the run's cells (:func:`audit.results.load_rows`; ``runs.csv``
 only where a directory holds nothing else), never averaged across configurations: rows are

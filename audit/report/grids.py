@@ -1,6 +1,6 @@
-"""The report's reconstruction and generated-sample grids (paper 003, Figure 6), from the saved
-models and attacked records ``cells/<hash>/{config.json, model.pt, attack_index.npz}`` of one seed,
-read through :mod:`audit.results`; the records themselves come from the dataset
+"""The report's reconstruction and generated-sample grids (the trade-off paper, Figure 6), from the
+saved models and attacked records ``cells/<hash>/{config.json, model.pt, attack_index.npz}`` of one
+seed, read through :mod:`audit.results`; the records themselves come from the dataset
 (:mod:`audit.datasets`). Nothing of a cell is recomputed.
 
 Images are drawn as image grids (:func:`audit.report.record_figures.image_grid`), sensor series as

@@ -138,9 +138,9 @@ SPOT_RULE = (
     "attacked records that would), the upper end of the held-out worst case's 95 % interval at "
     "most L, no single attack significantly above L (the lower end of its 95 % interval above "
     "L), and accuracy above chance = max(1/#classes, majority rate) by a one-sided exact "
-    "binomial test at 1 % (paper 003, Section 5.2, corrected: the paper compares means). The "
-    "baseline (none) is listed too: where it qualifies, no mechanism is needed. The same rows: "
-    "`sweet_spots.csv`."
+    "binomial test at 1 % (the trade-off paper, Section 5.2, corrected: that paper compares "
+    "means). The baseline (none) is listed too: where it qualifies, no mechanism is needed. The "
+    "same rows: `sweet_spots.csv`."
 )
 
 
@@ -201,8 +201,8 @@ def render_markdown(
             "by a one-sided exact binomial test at 1 % on the test-set size. φ clips MI AP at "
             "0.5 and accuracy at chance (max(1/#classes, majority rate)), so a setting at chance "
             "accuracy scores at most 1; it is empty where the baseline's utility is not valid or "
-            "its attack is not beyond its chance band (`phi_note`); the paper's raw formula is "
-            "`phi_paper` in runs.csv.",
+            "its attack is not beyond its chance band (`phi_note`); the trade-off paper's raw "
+            "formula is `phi_paper` in runs.csv.",
             "### Sweet spots",
             SPOT_RULE,
             section.spots,

@@ -1,6 +1,6 @@
-"""The report's figures (paper 003, Figures 3-6). Each function returns a matplotlib Figure;
-:func:`save_figure` writes it. Figures are built without pyplot, so no display or global figure
-state is involved, and seaborn's style is applied through context managers only.
+"""The report's figures (the trade-off paper, Figures 3-6). Each function returns a matplotlib
+Figure; :func:`save_figure` writes it. Figures are built without pyplot, so no display or global
+figure state is involved, and seaborn's style is applied through context managers only.
 
 Input frames come from :mod:`audit.report`: one row per setting (and measure), with the mean of a
 metric in ``<metric>`` and its 95 % t-interval half-width in ``<metric>_hw`` (NaN: no interval);
@@ -93,7 +93,8 @@ def _epsilon_panel(ax: Axes, points: pd.DataFrame, metric: str, refs: Sequence[R
 
 
 def accuracy_vs_epsilon(points: pd.DataFrame, refs: Sequence[RefLine], *, title: str) -> Figure:
-    """Classifier accuracy over epsilon, one line per mechanism (paper 003, Figure 3a/c/e).
+    """Classifier accuracy over epsilon, one line per mechanism (the trade-off paper, Figure
+    3a/c/e).
 
     ``points``: one row per private setting with mech, param_label, epsilon(_hw), acc(_hw).
     """
@@ -312,8 +313,8 @@ def mi_ap_by_attack(points: pd.DataFrame, *, title: str, worst: str) -> Figure:
 
 
 def phi_bars(points: pd.DataFrame, *, title: str) -> Figure:
-    """phi per mechanism and setting, one bar per measure (paper 003, Figure 5): the report
-    passes the held-out worst case alone where the run has one. Settings are ordered by
+    """phi per mechanism and setting, one bar per measure (the trade-off paper, Figure 5): the
+    report passes the held-out worst case alone where the run has one. Settings are ordered by
     decreasing epsilon (increasing noise) and labelled with their epsilon; a setting whose phi
     is empty says "n/a". Panels wrap; a mechanism with many settings gets the full width.
 

@@ -1,5 +1,5 @@
-"""Sweet spots that hold (paper 003, Section 5.2, with the design's correction): for each MI AP
-limit L and mechanism, the most accurate setting that is private below L *with confidence* and
+"""Sweet spots that hold (the trade-off paper, Section 5.2, with the design's correction): for each
+MI AP limit L and mechanism, the most accurate setting that is private below L *with confidence* and
 useful.
 
 A setting qualifies for L only if

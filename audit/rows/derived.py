@@ -184,8 +184,9 @@ def add_derived_columns(frame: pd.DataFrame) -> pd.DataFrame:
 
     ``phi``/``phi_worst`` are :func:`phi_clipped` (MI AP clipped at 0.5, accuracy at chance),
     empty where the baseline's utility is not above chance or its attack (its held-out worst
-    case) is not beyond its chance band, ``phi_note`` saying which; ``*_paper`` are paper 003's
-    raw Eq. 2 (:func:`phi_score`, ACC_base = 1/#classes), for comparison with its figures."""
+    case) is not beyond its chance band, ``phi_note`` saying which; ``*_paper`` are the trade-off
+    paper's raw Eq. 2 (:func:`phi_score`, ACC_base = 1/#classes), for comparison with its
+    figures."""
     rows = list(frame.itertuples(index=False))
     frame["utility_valid"] = [_utility_valid(frame, row) for row in rows]
     rows = list(frame.itertuples(index=False))

@@ -34,9 +34,9 @@ from models.generation import Generation
 #: What a row says about how D_gen was drawn, where that touches privacy.
 GENERATION_NOTES: dict[Generation, dict[str, str]] = {
     Generation.CLASS_LATENT: {
-        "generation": "class-latent (paper 003): z ~ q(z|x) of the target's training records "
-        "per class, so D_gen reads those records (perturbed ones under ldp/vae-ldp) besides "
-        "the released model, and under cdp that use of D_train is outside the accounting",
+        "generation": "class-latent (the trade-off paper): z ~ q(z|x) of the target's training "
+        "records per class, so D_gen reads those records (perturbed ones under ldp/vae-ldp) "
+        "besides the released model, and under cdp that use of D_train is outside the accounting",
     },
 }
 

@@ -1,4 +1,4 @@
-"""The privacy-accuracy trade-off score phi of paper 003 (Eq. 2), and chance accuracy."""
+"""The privacy-accuracy trade-off score phi of the trade-off paper (Eq. 2), and chance accuracy."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def phi_score(
 
     Notes
     -----
-    Paper 003 leaves the degenerate cases open; we define them so that phi is total:
+    The trade-off paper leaves the degenerate cases open; we define them so that phi is total:
     - numerator 0 (no privacy gained, including 0/0): phi = 0, a setting that buys no privacy
       earns no credit whatever it costs;
     - denominator 0 with a positive numerator (privacy gained for free, or a baseline attack
@@ -83,7 +83,7 @@ def phi_clipped(
     -----
     With both clips, a setting whose accuracy is at or below chance has
     phi = (ATK_o - ATK_e) / (ATK_o - 0.5) <= 1: it cannot earn more than a setting that keeps
-    its utility, whatever privacy it buys. Paper 003's raw formula (:func:`phi_score` with
+    its utility, whatever privacy it buys. The trade-off paper's raw formula (:func:`phi_score` with
     ``acc_base`` = 1/#classes, no clips) rewards such a setting (phi 1.31 at accuracy 0.098 on
     digits, whose majority rate is 0.102); it is kept as ``phi_paper`` for comparison with the
     paper's figures. Whether phi means anything at all (the baseline's attack beyond its chance

@@ -4,10 +4,10 @@
   clipping, the Gaussian noise;
 - :mod:`models.dp.book_keeping`: the book-keeping clipper (one backward pass, no per-example
   gradient materialised where a layer allows);
-- :mod:`models.dp.clip_norm`: the default clip norm and paper 003's median heuristic;
+- :mod:`models.dp.clip_norm`: the default clip norm and the trade-off paper's median heuristic;
 - :mod:`models.dp.dp_adam`: the DP-Adam loop and the frozen record of what it ran (:class:`DPRun`);
-- :mod:`models.dp.termwise_loop`: term-wise DP-Adam (paper 004);
-- :mod:`models.dp.dp2vae_loop`: DP2-VAE's two-stage training (paper 002), with
+- :mod:`models.dp.termwise_loop`: term-wise DP-Adam (PriVAE);
+- :mod:`models.dp.dp2vae_loop`: DP2-VAE's two-stage training (the DP2-VAE paper), with
   :mod:`models.dp.dp2vae_decoder` (the released decoder and the encoder side of a VAE) and
   :mod:`models.dp.dp2vae_subsets` (its keyed subsets of D_train and their Poisson batches).
 """

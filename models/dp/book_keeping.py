@@ -21,7 +21,7 @@ product per layer (or the contraction of the materialised G_i). Cost: a forward,
 backward, and about two weight-gradient products, against a forward and a full backward for a
 non-private step; per-example gradients of the large dense layers are never materialised.
 
-With ``groups`` (paper 004's partitions) the units are groups of records: each group's gradient
+With ``groups`` (PriVAE's partitions) the units are groups of records: each group's gradient
 sum_{i in j} G_i is formed directly (one product over the group's rows) and clipped.
 """
 

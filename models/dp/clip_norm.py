@@ -1,5 +1,5 @@
-"""The clip norm C of DP-Adam: the default, and paper 003's median heuristic (a short non-private
-warm-up that looks at D_train outside the accounting)."""
+"""The clip norm C of DP-Adam: the default, and the trade-off paper's median heuristic (a short
+non-private warm-up that looks at D_train outside the accounting)."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 DEFAULT_CLIP_NORM = 10.0
 
 
-#: Epochs of the non-private warm-up behind the 'median' clip norm (paper 003 uses 100 training
-#: epochs; a short warm-up keeps the quick and standard profiles cheap).
+#: Epochs of the non-private warm-up behind the 'median' clip norm (the trade-off paper uses 100
+#: training epochs; a short warm-up keeps the quick and standard profiles cheap).
 MEDIAN_WARMUP_EPOCHS = 5
 
 
@@ -45,8 +45,8 @@ def median_gradient_norm(
     epochs: int = MEDIAN_WARMUP_EPOCHS,
     mode: GradSampleMode | str = DEFAULT_GRAD_SAMPLE_MODE,
 ) -> float:
-    """Paper 003's clip norm (Abadi et al.'s heuristic): the median of the unclipped per-example
-    gradient norms over a non-private warm-up of ``epochs`` epochs on ``train``.
+    """The trade-off paper's clip norm (Abadi et al.'s heuristic): the median of the unclipped
+    per-example gradient norms over a non-private warm-up of ``epochs`` epochs on ``train``.
 
     A deep copy of ``model`` trains with plain Adam on shuffled batches (seeded with
     ``settings.seed``); ``model`` itself is left untouched.

@@ -1,5 +1,5 @@
-"""DP2-VAE (paper 002, Jiang et al., Algorithms 1 and 2): encoders pre-trained non-privately on
-K disjoint subsets of D_train, then a re-initialised decoder trained by DP-Adam, each step on a
+"""DP2-VAE (the DP2-VAE paper, Jiang et al., Algorithms 1 and 2): encoders pre-trained non-privately
+on K disjoint subsets of D_train, then a re-initialised decoder trained by DP-Adam, each step on a
 batch of one uniformly chosen subset, while that subset's encoder keeps training non-privately.
 
 Stage 1 (Algorithm 1), per subset k: a copy of the target VAE's encoder and a throw-away decoder
@@ -11,8 +11,8 @@ k ~ Unif{0..K-1}, draws a Poisson batch from D_k at rate min(1, B / |D_k|), trun
 records (a uniformly random B_max of them), and releases the decoder gradient
 ``(sum_i clip_C(g_i) + N(0, (sigma C)^2 I)) / B`` (``models.dp.private_gradient``: the
 repo's per-example engine, clipping and noise; B the expected batch size) for Adam, while encoder
-k takes one Adam step on the batch's mean loss, whole-batch gradient clipped at C. (Paper 002's
-line 13 steps the encoder once per record inside the loop; one step per batch is the same
+k takes one Adam step on the batch's mean loss, whole-batch gradient clipped at C. (The DP2-VAE
+paper's line 13 steps the encoder once per record inside the loop; one step per batch is the same
 non-private update at batch granularity and changes nothing in the privacy analysis.)
 
 Only the decoder is released: the target module keeps its initial, data-independent encoder

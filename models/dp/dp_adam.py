@@ -1,4 +1,4 @@
-"""DP-Adam for the target VAE (paper 003, Section 2.3; Abadi et al. 2016): Poisson-sampled
+"""DP-Adam for the target VAE (the trade-off paper, Section 2.3; Abadi et al. 2016): Poisson-sampled
 batches, per-example gradients clipped at C, Gaussian noise of std z*C on their sum, Adam.
 
 Per-example gradients come from Opacus's grad-sample modules (:class:`GradSampleMode`); clipping
@@ -47,7 +47,7 @@ def standard_dp_noise_std_with_batch_term(
 ) -> float:
     """Noise std a standard DP-Adam step must add when every example's loss has a batch-wise term.
 
-    Paper 004 (Table 1, micro aggregation) counts the sensitivity of the summed clipped gradients
+    PriVAE (Table 1, micro aggregation) counts the sensitivity of the summed clipped gradients
     of ``phi(x_i) + psi(batch)`` as B*C. Under add/remove adjacency, removing one record drops
     its own clipped gradient (C) and can move each of the other B - 1 clipped gradients anywhere
     in the C ball (2C each), so the sensitivity is (2B - 1) C, and the std returned here is
@@ -65,7 +65,7 @@ def standard_dp_noise_std_with_batch_term(
 
 
 class BatchTerm(Protocol):
-    """A batch-wise term released beside the sample-wise sum (paper 004; see termwise_loop).
+    """A batch-wise term released beside the sample-wise sum (PriVAE; see termwise_loop).
 
     Its clipped sum gets its own noise N(0, (z * clip_norm)^2) and is divided by ``denominator``.
     """
@@ -132,7 +132,7 @@ class DPSettings:
 
 @dataclass(frozen=True)
 class BatchTermRun:
-    """What a batch-wise term released each step (term-wise DP-Adam, paper 004)."""
+    """What a batch-wise term released each step (term-wise DP-Adam, PriVAE)."""
 
     clip_norm_2: float
     """C2; 0.0 when the term was inactive (alpha = 0 or C2 = 0)."""
@@ -170,7 +170,7 @@ class DPRun:
 def check_per_example_objective(
     *, divergence: str | None, alpha: float | None, batch_size: int
 ) -> None:
-    """Refuse a batch-wise term in standard DP-Adam (paper 004, Section 3 and Table 1).
+    """Refuse a batch-wise term in standard DP-Adam (PriVAE, Section 3 and Table 1).
 
     Raises:
         ValueError: when ``divergence`` is given or ``alpha > 0``: per-example clipping bounds
@@ -184,9 +184,9 @@ def check_per_example_objective(
     raise ValueError(
         f"standard DP-Adam (cdp) cannot train a batch-wise divergence (divergence={divergence!r}, "
         f"alpha={alpha!r}): with psi(batch) in every example's loss the summed clipped gradients "
-        f"move by up to (2B - 1) C when one record changes (paper 004, Table 1, counts B*C), so "
+        f"move by up to (2B - 1) C when one record changes (PriVAE, Table 1, counts B*C), so "
         f"the noise std would have to be {factor:g} z*C at B = {batch_size}, not z*C. Use "
-        f"--mech cdp-termwise (paper 004's term-wise DP-Adam) for a divergence term, or drop "
+        f"--mech cdp-termwise (PriVAE's term-wise DP-Adam) for a divergence term, or drop "
         f"--divergence/--alpha"
     )
 
@@ -292,7 +292,7 @@ def private_gradient(
     """One step's noisy gradient, the one Adam receives, and the sample-wise clipped sum.
 
     ``batch`` = (x, y, reparameterisation noise, D_train indices). The gradient is
-    ``(sum_i clip_C(g_i) + N(0, (z C)^2 I)) / B`` (paper 004, Eq. 4), plus, with a batch term,
+    ``(sum_i clip_C(g_i) + N(0, (z C)^2 I)) / B`` (PriVAE, Eq. 4), plus, with a batch term,
     ``(sum_j clip_C2(h_j) + N(0, (z C2)^2 I)) / b`` (Eq. 16); B is the expected batch size.
     """
     x, y, noise, index = batch

@@ -50,8 +50,8 @@ class GradSampleMode(str, Enum):
     BK = "bk"
 
 
-#: The fastest correct mode (benchmarks/bench_dp_epoch.py, paper 003's 64x64x3 VAE, batch 32, one
-#: CPU thread, CPU time of an epoch against a non-private one): bk 1.16-1.39x, ew 2.8-3.3x,
+#: The fastest correct mode (benchmarks/bench_dp_epoch.py, the trade-off paper's 64x64x3 VAE, batch
+#: 32, one CPU thread, CPU time of an epoch against a non-private one): bk 1.16-1.39x, ew 2.8-3.3x,
 #: ghost 3.3x, hooks 3.3-3.6x, functorch 3.4-3.9x. On the LSTM VAE (DPLSTM) bk's clipped sum
 #: costs about 1.1x a non-private step, ew's 4.5x.
 DEFAULT_GRAD_SAMPLE_MODE = GradSampleMode.BK
@@ -76,7 +76,7 @@ def clip_and_sum(
         grads: per-record gradients, one (n, *p.shape) tensor per parameter.
         clip_norm: C >= 0 (0 zeroes every unit).
         groups: optional (n,) int64 group of each record in [0, num_groups): records of a group
-            are summed into one unit before clipping (paper 004's partitions, Eq. 15); None makes
+            are summed into one unit before clipping (PriVAE's partitions, Eq. 15); None makes
             every record a unit (Eq. 14, Opacus ``DPOptimizer.clip_and_accumulate``).
     """
     if groups is not None:
@@ -100,7 +100,7 @@ def noisy_average(
     generator: torch.Generator,
     noise_on: Sequence[bool] | None = None,
 ) -> list[torch.Tensor]:
-    """(sum + N(0, (z C)^2 I)) / denominator, per parameter (paper 004, Eq. 4 and 16).
+    """(sum + N(0, (z C)^2 I)) / denominator, per parameter (PriVAE, Eq. 4 and 16).
 
     Noise is drawn parameter by parameter with ``torch.normal`` from ``generator`` exactly as
     Opacus's ``DPOptimizer.add_noise`` does (nothing is drawn when z*C = 0). ``noise_on`` limits

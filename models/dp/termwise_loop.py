@@ -1,4 +1,4 @@
-"""Term-wise DP-Adam (paper 004, Takahashi et al., Algorithm 1 and Eq. 13-16).
+"""Term-wise DP-Adam (PriVAE, Takahashi et al., Algorithm 1 and Eq. 13-16).
 
 The loss splits into the sample-wise term phi(x_i) = rec + beta * KL(q(z|x_i) || N(0, I)) and the
 batch-wise term psi(s_j) = alpha * MMD(q(z) on s_j, p(z)) (or alpha * KL(p(z) || q_{s_j}(z)),
@@ -18,7 +18,7 @@ Notes:
     partitions when one record is added or removed; see ``audit.privacy.termwise_accounting``).
     Adding or
     removing one record then changes its own clipped phi-gradient (by <= C1) and only its own
-    partition's clipped psi-gradient (by <= 2 C2): paper 004's Lemma 2 counts C1 + C2. Partition
+    partition's clipped psi-gradient (by <= 2 C2): PriVAE's Lemma 2 counts C1 + C2. Partition
     sizes are therefore not balanced; a partition with fewer than two records in a batch (the
     unbiased MMD needs two) contributes the zero gradient, which lies in the C2 ball, so the
     2 C2 bound still holds when a record's arrival or departure crosses that threshold.
@@ -61,14 +61,14 @@ from models.dp import (
 from models.training import Pair, TrainHistory, VAETrainSettings
 from models.vae import ConditionalConvVAE
 
-#: Paper 004, Section 5.1: weight of the MMD term.
+#: PriVAE, Section 5.1: weight of the MMD term.
 #: The key of a record's partition hash (:func:`record_partition`).
 PARTITION_TAG = "termwise-partition"
 DEFAULT_ALPHA = 100.0
-#: Partitions b per batch: paper 004 uses B/b = 16 records per partition at B = 256; at our B = 32,
+#: Partitions b per batch: PriVAE uses B/b = 16 records per partition at B = 256; at our B = 32,
 #: b = 4 keeps 8 records per partition, enough for a two-sample MMD, and divides psi's noise by 4.
 DEFAULT_PARTITIONS = 4
-#: C2 / C1 when --clip-norm-2 is not given (paper 004, Section 5.1: C1 = 0.05, C2 = 0.005).
+#: C2 / C1 when --clip-norm-2 is not given (PriVAE, Section 5.1: C1 = 0.05, C2 = 0.005).
 DEFAULT_CLIP_RATIO = 0.1
 
 
@@ -193,7 +193,7 @@ def encoder_parameters(vae: ConditionalConvVAE) -> list[nn.Parameter]:
 
 
 class PartitionedBatchTerm:
-    """Paper 004's batch-wise release (Eq. 15) as a ``models.dp.BatchTerm``.
+    """PriVAE's batch-wise release (Eq. 15) as a ``models.dp.BatchTerm``.
 
     Per-partition gradients of psi with respect to the encoder's parameters (the only ones psi
     reaches; the decoder's entries are zeros), by ``settings.gradients``:

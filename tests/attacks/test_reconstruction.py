@@ -1,4 +1,4 @@
-"""The reconstruction attack (paper 003, Eq. 1) on models whose answer is known.
+"""The reconstruction attack (the trade-off paper, Eq. 1) on models whose answer is known.
 
 An oracle that memorised its members must be detected; a model that never saw either set must
 score at chance (a seeded statistical test whose band comes from the null distribution); the latent

@@ -1,4 +1,4 @@
-"""The Cauchy-kernel MMD of paper 004 (Section 5.1) and its priors, on known inputs."""
+"""The Cauchy-kernel MMD of PriVAE (Section 5.1) and its priors, on known inputs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HAR-CNN, the series target classifier (paper 003, Section 4)."""
+"""HAR-CNN, the series target classifier (the trade-off paper, Section 4)."""
 
 from __future__ import annotations
 

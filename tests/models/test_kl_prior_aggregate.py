@@ -1,4 +1,4 @@
-"""Paper 004's batch-wise KL(p(z) || q(z)) (Section 5.2), on cases with known answers."""
+"""PriVAE's batch-wise KL(p(z) || q(z)) (Section 5.2), on cases with known answers."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_single_gaussian_against_closed_form_and_able_to_fail():
 
 
 def test_printed_form_is_a_rescaled_shift():
-    # Paper 004 prints sum_j (log p(z_j) - log sum_i q(z_j | x_i)) with m = |s| samples.
+    # PriVAE prints sum_j (log p(z_j) - log sum_i q(z_j | x_i)) with m = |s| samples.
     prior = GaussianMixturePrior()
     gen = torch.Generator().manual_seed(3)
     mu = torch.rand(6, 2, generator=gen, dtype=torch.float64)

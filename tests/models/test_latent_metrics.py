@@ -1,4 +1,4 @@
-"""Paper 004's latent metrics (Section 5.1): Hoyer sparsity (Eq. 17) and the Cauchy-kernel MMD."""
+"""PriVAE's latent metrics (Section 5.1): Hoyer sparsity (Eq. 17) and the Cauchy-kernel MMD."""
 
 from __future__ import annotations
 

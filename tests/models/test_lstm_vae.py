@@ -1,6 +1,6 @@
-"""Paper 003's multitask LSTM VAE: interface, loss, exact per-example gradients under Opacus,
-the fused nn.LSTM implementation of the same function, its VAE-LDP variant and class-specific
-latent generation."""
+"""The trade-off paper's multitask LSTM VAE: interface, loss, exact per-example gradients under
+Opacus, the fused nn.LSTM implementation of the same function, its VAE-LDP variant and
+class-specific latent generation."""
 
 from __future__ import annotations
 

@@ -34,7 +34,8 @@ def small_model(sigma: float, *, seed: int = 0, channels: int = 1) -> Perturbati
             num_classes=CLASSES,
             latent_dim=LATENT,
             sigma=sigma,
-            mean_bound=3.0,  # paper 003's bound (audit.privacy.vae_ldp_accounting.MEAN_BOUND)
+            # the trade-off paper's bound (audit.privacy.vae_ldp_accounting.MEAN_BOUND)
+            mean_bound=3.0,
         )
 
 

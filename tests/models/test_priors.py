@@ -1,4 +1,4 @@
-"""The mixture-of-Gaussians prior of paper 004 (Section 5.2) and the sample-wise Monte-Carlo KL."""
+"""The mixture-of-Gaussians prior of PriVAE (Section 5.2) and the sample-wise Monte-Carlo KL."""
 
 from __future__ import annotations
 

@@ -112,5 +112,5 @@ def test_dp2vae_gradient_canaries_end_to_end(capsys) -> None:
     out = capsys.readouterr().out.strip().splitlines()
     assert code == 0
     assert out[0].startswith("dp2vae noise_multiplier=8: claimed epsilon")
-    assert "paper 002 Theorem 3.1 value" in out[1]
+    assert "the DP2-VAE paper's Theorem 3.1 value" in out[1]
     assert 0 <= float(out[-1]) < float(out[0].split("claimed epsilon ")[1].split()[0])

@@ -1,4 +1,4 @@
-"""``--dataset pinwheel``: paper 004's clustering task as a benchmark dataset."""
+"""``--dataset pinwheel``: PriVAE's clustering task as a benchmark dataset."""
 
 from __future__ import annotations
 

@@ -151,7 +151,7 @@ def test_an_empty_hook_leaves_training_bit_identical(mech: str) -> None:
 
 #: z per mechanism where the claim (delta 1e-5) lies below the m = 200 audit's ceiling (3.49),
 #: so that a broken mechanism can show: cdp-termwise z = 6 claims 1.88, dp2vae z = 250 claims
-#: 1.69 (its valid bound; paper 002's Theorem 3.1 value there is 0.05).
+#: 1.69 (its valid bound; the DP2-VAE paper's Theorem 3.1 value there is 0.05).
 AUDITABLE_Z = {"cdp-termwise": 6.0, "dp2vae": 250.0}
 
 

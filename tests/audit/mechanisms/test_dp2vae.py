@@ -1,5 +1,5 @@
-"""``dp2vae``: the mechanism trains the decoder by paper 002's two stages, releases it alone and
-claims the valid bound (the paper's value labelled in the notes)."""
+"""``dp2vae``: the mechanism trains the decoder by the DP2-VAE paper's two stages, releases it alone
+and claims the valid bound (the paper's value labelled in the notes)."""
 
 from __future__ import annotations
 

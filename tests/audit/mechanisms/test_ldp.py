@@ -156,7 +156,8 @@ def test_claim_covers_any_two_records(channels, pixel_cell):
 
 
 def test_dataset_sum_reproduces_paper_003_table_2():
-    """LFW20: |D| = 1906 RGB images, eps_i = 10000 -> 5.718e+07 (paper 003, Table 2, LDP)."""
+    """LFW20: |D| = 1906 RGB images, eps_i = 10000 -> 5.718e+07 (the trade-off paper, Table 2,
+    LDP)."""
     data = make_data(3, n=(953, 381, 572))
     claim = MECH.claim(make_cell(10000.0), data, Trained(TrainHistory()))
     assert math.isclose(claim.extra["epsilon_dataset_sum"], 5.718e7)

@@ -1,5 +1,5 @@
 """The ``vae-ldp`` mechanism: which data the perturbation VAE learns from, what is perturbed,
-and the claim (the analytic Gaussian epsilon, with paper 003's classic one in the notes).
+and the claim (the analytic Gaussian epsilon, with the trade-off paper's classic one in the notes).
 """
 
 from __future__ import annotations
@@ -137,8 +137,8 @@ def test_release_noise_differs_per_cell(monkeypatch):
 
 @pytest.mark.parametrize(
     "sigma, n_total, expected",
-    [  # paper 003, Table 2, VAE-LDP (d = 100): LFW20 |D| = 1906 (delta 5.25e-4, and 1906 RGB
-        # images reproduce its LDP column too); LFW50 delta 3.61e-4 with |D| = 2773
+    [  # the trade-off paper, Table 2, VAE-LDP (d = 100): LFW20 |D| = 1906 (delta 5.25e-4, and 1906
+        # RGB images reproduce its LDP column too); LFW50 delta 3.61e-4 with |D| = 2773
         (0.1, 1906, 2366.15),
         (1.0, 1906, 236.61),
         (10.0, 1906, 23.66),
@@ -151,7 +151,8 @@ def test_claim_reproduces_paper_003_table_2(sigma, n_total, expected):
     claim = MECH.claim(
         make_cell(sigma, profile=profile), make_data(n_total=n_total), TrainHistory()
     )
-    # Paper 003's classic value is kept in the notes; the epsilon column is the analytic bound.
+    # The trade-off paper's classic value is kept in the notes; the epsilon column is the analytic
+    # bound.
     classic = claim.extra["epsilon_classic"]
     assert classic == pytest.approx(expected, abs=0.1 if sigma < 1000 else 0.005)
     assert claim.delta == pytest.approx(1 / n_total)

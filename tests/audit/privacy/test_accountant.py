@@ -79,7 +79,7 @@ def test_laplace_composition_sums():
 def test_single_gaussian_conversions():
     event = GaussianEvent(0.1, 60.0)  # VAE-LDP, sigma 0.1, d = 100 (sensitivity 2 * 3 * 10)
     classic = gaussian_epsilon(event, delta=5.2466e-4, conversion="classic")
-    # Paper 003's formula, by hand: 60 sqrt(2 ln(1.25 / delta)) / 0.1.
+    # The trade-off paper's formula, by hand: 60 sqrt(2 ln(1.25 / delta)) / 0.1.
     assert classic == 60 * math.sqrt(2 * math.log(1.25 / 5.2466e-4)) / 0.1
     analytic = epsilon(event, delta=5.2466e-4, conversion=GaussianConversion.ANALYTIC)
     assert analytic == gaussian_epsilon(event, delta=5.2466e-4)  # ANALYTIC is the default

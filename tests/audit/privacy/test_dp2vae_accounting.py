@@ -1,4 +1,4 @@
-"""DP2-VAE accounting (paper 002): known values, the paper's Theorem 3.1 value, why the
+"""DP2-VAE accounting (the DP2-VAE paper): known values, the paper's Theorem 3.1 value, why the
 Poisson-subsampled bound does not hold for a choice among K fixed subsets, calibration."""
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def test_claim():
         subsets=5, steps=125, noise_multiplier=4.0, delta=1 / 50
     )
     assert claim.extra["epsilon_paper_theorem_3_1"] < claim.epsilon
-    assert "paper 002 Theorem 3.1: NOT a bound for this code" in claim.extra["paper_note"]
+    assert "the DP2-VAE paper's Theorem 3.1: NOT a bound for this code" in claim.extra["paper_note"]
     assert claim.extra["effective_noise_multiplier"] == 4.0 / 32
     assert claim.method == "dp2vae-joint-convexity-rdp/improved"
 

@@ -14,9 +14,11 @@ from audit.privacy import (
 )
 from dpvae_core.schedule import dp_sgd_steps
 
-# Paper 003, Table 2 (CDP, z = 1, batch 32, 1000 epochs, delta = 1/N_train, classic conversion).
+# The trade-off paper, Table 2 (CDP, z = 1, batch 32, 1000 epochs, delta = 1/N_train, classic
+# conversion).
 TABLE2_Z1 = [(926, 56.41), (1375, 43.31), (7042, 15.73)]
-# Paper 003, Table 2, MotionSense row (every column batch 32, 1000 epochs, N_train = 7042).
+# The trade-off paper, Table 2, MotionSense row (every column batch 32, 1000 epochs, N_train =
+# 7042).
 TABLE2_MS = [(0.001, 120986947509.93), (0.01, 1196947509.93), (0.1, 1093201.38), (0.5, 137.57)]
 
 

@@ -22,7 +22,7 @@ def test_claim_per_record_and_table2_dataset_sum():
     )
     assert claim.epsilon == 192 * 10000 and claim.delta == 0
     assert claim.extra["epsilon_m_neighbourhood"] == 30000
-    # Paper 003, Table 2, LDP LFW20 eps_i = 10000: 5.718e+07 = 1906 * 3 * 10000.
+    # The trade-off paper, Table 2, LDP LFW20 eps_i = 10000: 5.718e+07 = 1906 * 3 * 10000.
     assert claim.extra["epsilon_dataset_sum"] == pytest.approx(5.718e7)
     assert "not a per-record bound" in claim.extra["notes"]
     assert claim.extra["eps_i"] == 10000
@@ -31,7 +31,7 @@ def test_claim_per_record_and_table2_dataset_sum():
 
 
 def test_epsilon_covers_any_two_images_for_every_cell_side():
-    # 64x64x3, m = 64 (paper 003): 3 * 64 * 64 / 64 = 192 per unit eps_i, whatever b.
+    # 64x64x3, m = 64 (the trade-off paper): 3 * 64 * 64 / 64 = 192 per unit eps_i, whatever b.
     for b in valid_cell_sizes(64, 64):
         assert pixelization_epsilon(
             eps_i=1.0, channels=3, height=64, width=64, cell=b, neighborhood=64

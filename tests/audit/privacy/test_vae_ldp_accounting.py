@@ -15,8 +15,8 @@ from audit.privacy import (
     vae_ldp_sensitivity,
 )
 
-DELTA_LFW20 = 5.2466e-4  # 1 / 1906, paper 003's LFW20 |D|
-# Paper 003, Table 2, VAE-LDP LFW20 column (d = 100): 2366.15, 236.61, 23.66, 2.37, 0.24;
+DELTA_LFW20 = 5.2466e-4  # 1 / 1906, the trade-off paper's LFW20 |D|
+# The trade-off paper, Table 2, VAE-LDP LFW20 column (d = 100): 2366.15, 236.61, 23.66, 2.37, 0.24;
 # the values below are the closed form Delta * sqrt(2 ln(1.25/delta)) / sigma, Delta = 60.
 CLASSIC_COLUMN = [
     (0.1, 2366.1468),

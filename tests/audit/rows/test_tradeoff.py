@@ -9,7 +9,8 @@ from audit.rows.tradeoff import chance_accuracy, majority_share, phi_score
 
 
 def test_phi_matches_equation_2_by_hand():
-    # paper 003, Eq. 2: privacy gained 0.9-0.8 = 0.1 of 0.4 possible; accuracy lost 0.1 of 0.5
+    # the trade-off paper, Eq. 2: privacy gained 0.9-0.8 = 0.1 of 0.4 possible; accuracy lost 0.1 of
+    # 0.5
     value = phi_score(atk_orig=0.9, atk=0.8, acc_orig=0.8, acc=0.7, acc_base=0.3)
     assert value == pytest.approx((0.1 * 0.5) / (0.1 * 0.4))
     assert phi_score(atk_orig=0.9, atk=0.8, acc_orig=0.8, acc=0.6, acc_base=0.3) == pytest.approx(

@@ -1,5 +1,5 @@
-"""DP2-VAE (paper 002): keyed subsets, the decoder/encoder split, one stage-2 step against a naive
-per-example loop, determinism and a small end-to-end run."""
+"""DP2-VAE (the DP2-VAE paper): keyed subsets, the decoder/encoder split, one stage-2 step against a
+naive per-example loop, determinism and a small end-to-end run."""
 
 from __future__ import annotations
 

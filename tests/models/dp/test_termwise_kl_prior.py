@@ -1,4 +1,4 @@
-"""cdp-termwise's ``kl-prior`` divergence (paper 004, Section 5.2): per-partition KL(p || q_s)
+"""cdp-termwise's ``kl-prior`` divergence (PriVAE, Section 5.2): per-partition KL(p || q_s)
 gradients clipped per partition like a one-partition loop, one-record partitions included, and
 a term that, unclipped and noiseless, pulls the codes to the mixture prior."""
 

@@ -1,4 +1,4 @@
-"""Term-wise DP-Adam (paper 004): per-partition gradients, sensitivity (Lemma 2), and that
+"""Term-wise DP-Adam (PriVAE): per-partition gradients, sensitivity (Lemma 2), and that
 C2 = 0 or alpha = 0 is standard DP-Adam bit for bit."""
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def norm(tensors) -> float:
 
 def test_lemma_2_add_remove_sensitivity():
     """Removing one record moves the clipped phi-sum by <= C1 and the clipped psi-sum by <= 2 C2
-    (paper 004's Lemma 2 counts C2: valid only when partitions hold one record each)."""
+    (PriVAE's Lemma 2 counts C2: valid only when partitions hold one record each)."""
     vae = small_vae()
     records = batch(7, seed=4)
     full = torch.arange(7)
@@ -194,7 +194,7 @@ def test_lemma_2_add_remove_sensitivity():
 
 def test_a_shared_partition_can_move_by_2_c2():
     """The factor 2 is attained: a partition {a, b} with g_a = v, g_b = -2 v sums to -v; without
-    b it is v; clipped at C2 <= |v| the two differ by 2 C2, not the C2 paper 004 counts."""
+    b it is v; clipped at C2 <= |v| the two differ by 2 C2, not the C2 PriVAE counts."""
     v = torch.tensor([[3.0, 4.0]], dtype=torch.float64)
     c2 = 1.0
     with_b, _ = clip_and_sum(
