@@ -202,12 +202,21 @@ def _rows(
 def _draw_samples(
     model: nn.Module, records: ReleaseRecords, config: ReleaseAttackConfig
 ) -> Records:
-    """D_gen drawn from the released decoder: z ~ N(0, I), labels in the non-members' class
-    shares (public-side records, not the members'), seeded from the config's seed."""
-    labels_from = torch.from_numpy(
-        records.non_members.y if records.labelled else np.zeros(len(records.non_members), np.int64)
-    )
-    n = config.gen_records or len(records.members)
+    """D_gen drawn from the released decoder: z ~ N(0, I), seeded from the config's seed; n =
+    ``gen_records``, else half the attacked records (members plus non-members, rounded down:
+    the member count of a balanced split, and its mean under fair coins); labels in the class
+    shares of all attacked records (:meth:`ReleaseRecords.pool_labels`, exact counts).
+
+    Size and labels are functions of the pool of candidates, never of which of them are
+    members. Under ``membership_coins`` the one-run analysis (Steinke et al. 2023) needs every
+    attack's guesses to be a function of the release alone (and of what is fixed before the
+    coins: the candidates, which the auditor holds), and sample-based scores read D_gen; with
+    n = |members| and the non-members' class shares, as before, a second coin draw over the same
+    records gave another size and other labels (issue 40: 28 samples against 26). The
+    candidates' labels are the auditor's to see; only their membership is secret. Two coin
+    draws over the same records and seed give the same samples."""
+    labels_from = torch.from_numpy(records.pool_labels())
+    n = config.gen_records or len(labels_from) // 2
     x, y = generate(model, gen_labels(labels_from, n, seed=config.seed), seed=config.seed)
     return Records(x.float().clamp(*config.value_range), y)
 

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from attacks.attack import check_positive_ints, check_seed
 from audit.cell.attack_plan import check_requested
+from audit.profiles import SIZE_LIMIT_REASON, SIZE_LIMITS
 from audit.release.record_sets import SERIES_RANGE
 from dpvae_core.records import Modality
-from dpvae_core.validation import parse_enum
+from dpvae_core.validation import check_at_most, parse_enum
 
 #: The longest release name (it titles the report and names its figure files).
 NAME_MAX = 80
@@ -48,7 +49,7 @@ class ReleaseAttackConfig:
             from the cell's seed, so a cell exported with its seed gives the cell's rows.
         epsilon, delta: the privacy the user claims for the release (NaN: none stated).
         gen_records: samples the released decoder draws where no samples are given (None:
-            as many as there are members).
+            half of members plus non-members, which the membership coins do not change).
         device: where the models and attacks run.
         membership_coins: the user states that each record of members + non-members was put
             into the training set by its own fair coin (the premise of the one-run analysis);
@@ -82,6 +83,8 @@ class ReleaseAttackConfig:
         check_positive_ints(
             attack_samples=self.attack_samples, classifier_epochs=self.classifier_epochs
         )
+        for name in ("attack_samples", "classifier_epochs"):
+            check_at_most(name, getattr(self, name), SIZE_LIMITS[name], SIZE_LIMIT_REASON)
         if self.gen_records is not None and self.gen_records < 1:
             raise ValueError(f"gen_records must be a positive integer, got {self.gen_records!r}")
         _check_claim(self.epsilon, self.delta)

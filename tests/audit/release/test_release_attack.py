@@ -131,3 +131,46 @@ def test_a_labelled_test_set_gives_the_rows_utility_and_bad_ones_are_refused() -
         attack_arrays(members, non_members, test=(members[0][:20], members[1][:20]), **kwargs)
     with pytest.raises(ValueError, match="needs labels"):
         attack_arrays(members, non_members, test=(test[0], None), **kwargs)
+
+
+def test_the_decoder_samples_do_not_follow_the_membership_coins() -> None:
+    """Under ``--membership-coins`` the generated set must be a function of the release (and the
+    candidates, fixed before the coins): two coin draws over the same 57 labelled records give
+    the same size (57 // 2 = 28), the same labels (the pool's class shares) and, with the same
+    seed, the same samples. A conditional decoder writes each label into its record, so labels
+    that followed the coins would change the samples too. Before, n was |members| and the
+    labels the non-members' shares: 26 against 25 samples here (asserted below: the draws
+    differ), and ``gen_records`` still wins."""
+    from dataclasses import replace
+
+    import torch
+
+    from audit.release import ReleaseAttackConfig
+    from audit.release.entry_points import as_released
+    from audit.release.record_sets import RecordSet, ReleaseRecords, Role
+    from audit.release.release_attack import _draw_samples
+
+    rng = np.random.default_rng(3)
+    x = _series(rng, 57)
+    y = rng.choice(4, size=57, p=[0.4, 0.3, 0.2, 0.1]).astype(np.int64)
+    net = nn.Linear(3, 36)
+    decode = lambda z, labels: torch.tanh(net(z) + labels[:, None].float()).view(-1, 12, 3)  # noqa: E731
+    model = as_released(
+        ExternalModel(decode=decode, latent_dim=3, conditional=True), whole=False, where="test"
+    )
+    config = ReleaseAttackConfig(modality="series", seed=5)
+
+    def drawn(coin_seed: int, config=config):
+        coins = np.random.default_rng(coin_seed).random(57) < 0.5
+        members = RecordSet.from_arrays(Role.MEMBERS, x[coins], y[coins], modality="series")
+        others = RecordSet.from_arrays(Role.NON_MEMBERS, x[~coins], y[~coins], modality="series")
+        return int(coins.sum()), _draw_samples(model, ReleaseRecords(members, others), config)
+
+    (n0, a), (n1, b) = drawn(0), drawn(1)
+    assert n0 != n1  # the coins did move records
+    assert len(a.x) == len(b.x) == 57 // 2
+    assert torch.equal(a.y, b.y) and torch.equal(a.x, b.x)
+    counts = np.bincount(a.y.numpy(), minlength=4)
+    assert abs(counts - np.bincount(y, minlength=4) * 28 / 57).max() < 1  # the pool's shares
+    assert len(drawn(0, replace(config, gen_records=40))[1].x) == 40
+    assert not torch.equal(drawn(0, replace(config, seed=6))[1].x, a.x)
