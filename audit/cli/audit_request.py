@@ -75,7 +75,8 @@ def build_audit_parser() -> argparse.ArgumentParser:
         choices=("uniform-noise", "blocks", "patches", "marked-mean", "mean-blocks", "label-slot"),
         help="input canaries (audit/empirical/input_canaries.py): uniform-noise records; "
         "images only: blocks (random black-and-white 5x5 patterns), patches (black, one white "
-        "cell of a grid each), marked-mean (D_val's mean image, one grid cell flipped each), "
+        "block of a grid each), marked-mean (D_val's mean image, one block of the grid flipped "
+        "each), "
         "mean-blocks (D_val's mean plus a random +-0.5 8x8 pattern), label-slot (blocks "
         "images, each with its own label value outside the real classes; the audited model "
         "gets one extra class slot per canary; scored from the decoder alone) "

@@ -5,19 +5,19 @@ Designs (:class:`InputDesign`):
 - ``uniform-noise``: i.i.d. uniform values in the records' range ([0, 1] for images, [-1, 1]
   for series) with uniformly drawn labels: far from the data, but nothing a small VAE can
   store (each is as many random numbers as it has values);
-- ``blocks`` (images): a random binary pattern of :data:`BLOCKS` x :data:`BLOCKS` cells per
-  channel, each cell a flat square of 0 or 1, with a uniformly drawn label: out of
+- ``blocks`` (images): a random binary pattern of :data:`BLOCKS` x :data:`BLOCKS` blocks per
+  channel, each block a flat square of 0 or 1, with a uniformly drawn label: out of
   distribution (no face is made of black and white squares) and few bits each (25 per
   channel), so that a VAE can memorise the ones it trains on;
-- ``patches`` (images): a black image with one white cell of a g x g grid (g = ceil(sqrt(m))),
-  canary j lighting cell j: out of distribution, and each canary's pixels disjoint from every
+- ``patches`` (images): a black image with one white block of a g x g grid (g = ceil(sqrt(m))),
+  canary j lighting block j: out of distribution, and each canary's pixels disjoint from every
   other's, so that what the model learns from one canary does not carry to another (the
-  member-versus-non-member gap of a canary is its own); m <= g^2 cells, each at least one pixel
+  member-versus-non-member gap of a canary is its own); m <= g^2 blocks, each at least one pixel
   (m <= h w);
-- ``marked-mean`` (images): the mean image of D_val with cell j of the same grid flipped to the
+- ``marked-mean`` (images): the mean image of D_val with block j of the same grid flipped to the
   far end of the range (1 where the mean is below 1/2, else 0): in distribution everywhere but
-  its own cell, so the reconstruction error of a canary, and the gradient it sends, sit in its
-  cell alone (no shared background to learn, unlike ``patches``' black one). D_val is disjoint
+  its own block, so the reconstruction error of a canary, and the gradient it sends, sit in its
+  block alone (no shared background to learn, unlike ``patches``' black one). D_val is disjoint
   from D_train (the canaries read no training record).
 - ``label-slot`` (images, conditional VAEs): ``blocks`` images, canary j labelled with its own
   label value ``num_classes + j`` that no real record uses; the audited model is built with
@@ -39,10 +39,10 @@ from audit.mechanisms import CellData
 from dpvae_core.records import Modality, record_modality
 from dpvae_core.seeding import torch_generator
 
-#: Cells per side of a ``blocks`` canary.
+#: Blocks per side of a ``blocks`` canary.
 BLOCKS = 5
-#: Cells per side, and the amplitude, of a ``mean-blocks`` canary.
-MEAN_CELLS = 8
+#: Blocks per side, and the amplitude, of a ``mean-blocks`` canary.
+MEAN_BLOCKS = 8
 MEAN_BLOCKS_AMPLITUDE = 0.5
 
 
@@ -81,7 +81,7 @@ def input_canaries(
         if design in (InputDesign.BLOCKS, InputDesign.LABEL_SLOT):
             bits = torch.randint(2, (m, c, BLOCKS, BLOCKS), generator=gen).to(dtype)
         elif design is InputDesign.MEAN_BLOCKS:
-            signs = 2 * torch.randint(2, (m, c, MEAN_CELLS, MEAN_CELLS), generator=gen) - 1
+            signs = 2 * torch.randint(2, (m, c, MEAN_BLOCKS, MEAN_BLOCKS), generator=gen) - 1
             up = functional.interpolate(signs.to(dtype), size=(h, w), mode="nearest")
             mean = data.val[0].to(dtype).mean(dim=0, keepdim=True)
             x = (mean + MEAN_BLOCKS_AMPLITUDE * up).clamp(0, 1)

@@ -158,8 +158,8 @@ def pixelization_claims(
 ) -> dict[str, float]:
     """Both claims of Fan's pixelization for (C, H, W) images, labelled.
 
-    - ``any-two``: ``C * eps_i * H * W / m``. Each channel's cell means move by at most 1 per
-      cell between ANY two images, an L1 change of (H/b)(W/b) against the scale m/(b^2 eps_i):
+    - ``any-two``: ``C * eps_i * H * W / m``. Each channel's block means move by at most 1 per
+      block between ANY two images, an L1 change of (H/b)(W/b) against the scale m/(b^2 eps_i):
       H W eps_i / m per channel (64x64x3, m = 64: 192 eps_i). This is what the ``epsilon``
       column of every other mechanism means.
     - ``m-neighbourhood``: ``C * eps_i``, for images differing in at most m pixels (Fan 2018).
@@ -171,25 +171,25 @@ def pixelization_claims(
 
 
 def pixelization_pair(
-    shape: tuple[int, int, int], *, cell: int, neighborhood: int, pattern: Pattern
+    shape: tuple[int, int, int], *, block: int, neighborhood: int, pattern: Pattern
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(x0, x1, mask): black, and white (any-two) or black with m pixels white, as whole b x b
-    cells in raster order over every channel's first cells (m-neighbourhood; m // b^2 cells, so
+    blocks in raster order over every channel's first blocks (m-neighbourhood; m // b^2 blocks, so
     the pair is within Fan's neighbourhood). ``mask`` (C, H, W) marks the differing pixels."""
     c, h, w = shape
     x0 = torch.zeros(1, c, h, w, dtype=torch.float64)
     if pattern is Pattern.ANY_TWO:
         return x0, torch.ones_like(x0), torch.ones(c, h, w, dtype=torch.bool)
-    cells = neighborhood // (cell * cell)
-    if cells < 1 or cells > (h // cell) * (w // cell):
+    blocks = neighborhood // (block * block)
+    if blocks < 1 or blocks > (h // block) * (w // block):
         raise ValueError(
-            f"m-neighbourhood audit needs 1 <= m / b^2 <= cells per channel, got m={neighborhood}"
-            f", b={cell} on {h}x{w}"
+            f"m-neighbourhood audit needs 1 <= m / b^2 <= blocks per channel, got m={neighborhood}"
+            f", b={block} on {h}x{w}"
         )
-    grid = torch.zeros((h // cell) * (w // cell), dtype=torch.bool)
-    grid[:cells] = True
-    per_channel = grid.reshape(h // cell, w // cell)
-    per_channel = per_channel.repeat_interleave(cell, 0).repeat_interleave(cell, 1)
+    grid = torch.zeros((h // block) * (w // block), dtype=torch.bool)
+    grid[:blocks] = True
+    per_channel = grid.reshape(h // block, w // block)
+    per_channel = per_channel.repeat_interleave(block, 0).repeat_interleave(block, 1)
     mask = per_channel.expand(c, h, w).clone()
     return x0, mask.to(torch.float64)[None], mask
 
@@ -198,7 +198,7 @@ def audit_pixelization(
     *,
     eps_i: float,
     shape: tuple[int, int, int],
-    cell: int = 1,
+    block: int = 1,
     neighborhood: int | None = None,
     pattern: Pattern | str = Pattern.ANY_TWO,
     draws: int = DRAWS["quick"],
@@ -207,8 +207,8 @@ def audit_pixelization(
 ) -> LocalAudit:
     """Audit :func:`pixelize` on the ``pattern`` pair of (C, H, W) images.
 
-    Statistic: the sum of the released pixels over the differing pixels. Per differing cell the
-    released value y is the cell mean plus Laplace(s) noise clipped to [0, 1]; for means 0 and 1
+    Statistic: the sum of the released pixels over the differing pixels. Per differing block the
+    released value y is the block mean plus Laplace(s) noise clipped to [0, 1]; for means 0 and 1
     the clipped law has point masses 1/2 and e^{-1/s}/2 at 0 and 1 and density on (0, 1), and the
     log likelihood ratio (white over black) is (2y - 1)/s at every y, the point masses included.
     The sum is therefore an increasing function of the exact log likelihood ratio: clipping is
@@ -218,12 +218,12 @@ def audit_pixelization(
     c, h, w = shape
     m = round(math.sqrt(h * w)) if neighborhood is None else neighborhood
     claims = pixelization_claims(eps_i=eps_i, shape=shape, neighborhood=m)
-    x0, x1, mask = pixelization_pair(shape, cell=cell, neighborhood=m, pattern=pattern)
+    x0, x1, mask = pixelization_pair(shape, block=block, neighborhood=m, pattern=pattern)
     inputs = (x0.float(), x1.float())
 
     def statistic(which: int, n: int, gen: torch.Generator) -> np.ndarray:
         x = inputs[which].expand(n, c, h, w)
-        y = pixelize(x, eps_i=eps_i, cell=cell, neighborhood=m, generator=gen)
+        y = pixelize(x, eps_i=eps_i, block=block, neighborhood=m, generator=gen)
         return y.to(torch.float64)[:, mask].sum(dim=1).numpy()
 
     start = time.perf_counter()

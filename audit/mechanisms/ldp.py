@@ -1,7 +1,7 @@
 """Local DP applied to the records (the trade-off paper, LDP): Fan's DP image pixelization for
 images, the Laplace mechanism per measurement for sensor series.
 
-Settings (the trade-off paper, Section 3): LDP-Full (the paper's) perturbs all data the target VAE
+Scopes (the trade-off paper, Section 3): LDP-Full (the paper's) perturbs all data the target VAE
 sees, here D_train and D_val; LDP-Train perturbs D_train only. In both, the target classifier is
 scored on the real D_test and the attack uses unperturbed records (see audit.sweep.cell_run).
 """
@@ -36,7 +36,7 @@ from audit.options import (
 )
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.laplace import laplace_claim
-from audit.privacy.pixelization import pixelization_claim, valid_cell_sizes
+from audit.privacy.pixelization import pixelization_claim, valid_block_sizes
 from dpvae_core.records import Modality, record_modality
 from dpvae_core.seeding import Purpose, torch_generator
 from models.training import Pair
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from audit.empirical.local import LocalAudit
 
 
-class LdpSetting(str, Enum):
+class LdpScope(str, Enum):
     """Which splits are perturbed for the target VAE (the trade-off paper, Section 3)."""
 
     FULL = "full"  # LDP-Full: D_train and D_val
@@ -54,10 +54,10 @@ class LdpSetting(str, Enum):
 
 @dataclass(frozen=True)
 class PixelizationOptions:
-    """The cell's pixelization settings: b (cell side), m (neighbourhood in pixels), setting."""
+    """The cell's pixelization options: b (block side), m (neighbourhood in pixels), scope."""
 
-    setting: LdpSetting
-    cell: int
+    scope: LdpScope
+    block: int
     neighborhood: int
 
 
@@ -73,7 +73,7 @@ DEFAULT_GRIDS: dict[Modality, tuple[float, ...]] = {
 SERIES_BOUNDS = (-1.0, 1.0)
 #: What every ldp row says about labels.
 LABELS_NOTE = "not perturbed (released as they are with the perturbed records)"
-IMAGE_OPTIONS = ("pixel_cell", "neighborhood")
+IMAGE_OPTIONS = ("pixel_block", "neighborhood")
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,9 @@ class LdpOptions(MechanismOptions):
     """The options of ``ldp`` (each None: the default named in its help)."""
 
     mechanism: ClassVar[str] = "ldp"
-    pixel_cell: int | None = option(
-        "pixelization cell b (images only; default 1)",
-        positive_int("ldp: pixel cell b"),
+    pixel_block: int | None = option(
+        "pixelization block b (images only; default 1)",
+        positive_int("ldp: pixel block b"),
         cli_type=int,
     )
     neighborhood: int | None = option(
@@ -91,14 +91,14 @@ class LdpOptions(MechanismOptions):
         positive_int("ldp: neighborhood m"),
         cli_type=int,
     )
-    ldp_setting: LdpSetting | None = option(
+    ldp_scope: LdpScope | None = option(
         "full (perturb D_train and D_val, the trade-off paper's; default) or train (only D_train)",
-        choice(LdpSetting, "ldp setting"),
+        choice(LdpScope, "ldp scope"),
     )
 
     @property
-    def setting(self) -> LdpSetting:
-        return self.ldp_setting or LdpSetting.FULL
+    def scope(self) -> LdpScope:
+        return self.ldp_scope or LdpScope.FULL
 
 
 @dataclass(frozen=True)
@@ -118,9 +118,9 @@ class LdpEpsilonParams(AccountingParams):
     )
     height: int | None = option("image height in pixels", positive_int("height"), "H", cli_type=int)
     width: int | None = option("image width in pixels", positive_int("width"), "W", cli_type=int)
-    pixel_cell: int | None = option(
-        "pixelization cell side b, dividing H and W (default 1); epsilon does not depend on it",
-        positive_int("pixel cell b"),
+    pixel_block: int | None = option(
+        "pixelization block side b, dividing H and W (default 1); epsilon does not depend on it",
+        positive_int("pixel block b"),
         "b",
         cli_type=int,
     )
@@ -146,20 +146,20 @@ def default_neighborhood(height: int, width: int) -> int:
 
 
 def options_for_images(options: LdpOptions, shape: tuple[int, ...]) -> PixelizationOptions:
-    """The pixelization settings of ``options`` for records of ``shape`` (C, H, W).
+    """The pixelization options of ``options`` for records of ``shape`` (C, H, W).
 
-    Raises a ValueError quoting the bad value (and, for b, the valid cell sizes) before any work.
+    Raises a ValueError quoting the bad value (and, for b, the valid block sizes) before any work.
     """
     if len(shape) != 3:
         raise ValueError(
             f"ldp: pixelization needs image records (C, H, W), got record shape {tuple(shape)}"
         )
     _, height, width = shape
-    b = 1 if options.pixel_cell is None else options.pixel_cell
+    b = 1 if options.pixel_block is None else options.pixel_block
     if height % b or width % b:
-        valid = ", ".join(map(str, valid_cell_sizes(height, width)))
+        valid = ", ".join(map(str, valid_block_sizes(height, width)))
         raise ValueError(
-            f"ldp: pixel cell b={b} does not tile the {height}x{width} images of this dataset "
+            f"ldp: pixel block b={b} does not tile the {height}x{width} images of this dataset "
             f"(b must divide both sides); valid b: {valid}"
         )
     m = options.neighborhood
@@ -169,7 +169,7 @@ def options_for_images(options: LdpOptions, shape: tuple[int, ...]) -> Pixelizat
             f"ldp: neighborhood m={m} exceeds the {height * width} pixels of a {height}x{width} "
             f"image; choose 1..{height * width}"
         )
-    return PixelizationOptions(setting=options.setting, cell=b, neighborhood=m)
+    return PixelizationOptions(scope=options.scope, block=b, neighborhood=m)
 
 
 def check_series_options(options: LdpOptions) -> None:
@@ -203,7 +203,7 @@ class LocalDP(Mechanism):
     name = "ldp"
     param_name = "eps_i"
     param_symbol = "εᵢ"
-    param_label = "εᵢ per pixel cell"
+    param_label = "εᵢ per pixel block"
     param_description = "pixelization εᵢ"
     pure_dp = True
     accounting_help = (
@@ -244,18 +244,18 @@ class LocalDP(Mechanism):
             x = pixelize(
                 pair[0].cpu(),
                 eps_i=cell.param_value,
-                cell=opts.cell,
+                block=opts.block,
                 neighborhood=opts.neighborhood,
                 generator=generator,
             )
             return x, pair[1]
 
-        full = opts.setting is LdpSetting.FULL
+        full = opts.scope is LdpScope.FULL
         train = perturb("train", data.train)
         val = perturb("val", data.val) if full else data.val
         notes: dict[str, float | str] = {
-            "ldp_setting": opts.setting.value,
-            "pixel_cell": opts.cell,
+            "ldp_scope": opts.scope.value,
+            "pixel_block": opts.block,
             "neighborhood": opts.neighborhood,
             "perturbed": "D_train and D_val" if full else "D_train only",
             "unperturbed": "D_test (classifier scoring) and the attack records",
@@ -266,7 +266,7 @@ class LocalDP(Mechanism):
     def _prepare_series(self, cell: CellConfig, data: CellData) -> Prepared:
         options = self.options_of(cell)
         check_series_options(options)
-        setting = options.setting
+        scope = options.scope
         self.validate_value(cell.param_value)
 
         def perturb(split: str, pair: Pair) -> Pair:
@@ -277,11 +277,11 @@ class LocalDP(Mechanism):
             )
             return noisy, pair[1]
 
-        full = setting is LdpSetting.FULL
+        full = scope is LdpScope.FULL
         train = perturb("train", data.train)
         val = perturb("val", data.val) if full else data.val
         notes: dict[str, float | str] = {
-            "ldp_setting": setting.value,
+            "ldp_scope": scope.value,
             "laplace_bounds": "[-1, 1] per sensor, the image of the dataset's fixed channel "
             "ranges (see series_scaling)",
             "sensitivity_per_sensor": SERIES_BOUNDS[1] - SERIES_BOUNDS[0],
@@ -300,7 +300,7 @@ class LocalDP(Mechanism):
             channels=3 if params.channels is None else params.channels,
             height=params.height,
             width=params.width,
-            cell=1 if params.pixel_cell is None else params.pixel_cell,
+            block=1 if params.pixel_block is None else params.pixel_block,
             neighborhood=default_neighborhood(params.height, params.width) if m is None else m,
             n_records=params.n_records,
         )
@@ -324,7 +324,7 @@ class LocalDP(Mechanism):
             channels=channels,
             height=height,
             width=width,
-            cell=opts.cell,
+            block=opts.block,
             neighborhood=opts.neighborhood,
             n_records=data.n_total,
         )
@@ -353,7 +353,7 @@ class LocalDP(Mechanism):
             audit_pixelization(
                 eps_i=cell.param_value,
                 shape=tuple(data.shape),
-                cell=opts.cell,
+                block=opts.block,
                 neighborhood=opts.neighborhood,
                 pattern=pattern,
                 draws=draws,

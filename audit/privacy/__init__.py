@@ -36,7 +36,7 @@ from audit.privacy.pixelization import (
     pixelization_epsilon,
     pixelization_event,
     pixelization_scale,
-    valid_cell_sizes,
+    valid_block_sizes,
 )
 from audit.privacy.rdp import RDP_ORDERS
 from audit.privacy.termwise_accounting import (
@@ -93,7 +93,7 @@ __all__ = [
     "termwise_epsilon",
     "termwise_event",
     "termwise_noise_for_epsilon",
-    "valid_cell_sizes",
+    "valid_block_sizes",
     "vae_ldp_claim",
     "vae_ldp_epsilon",
     "vae_ldp_event",

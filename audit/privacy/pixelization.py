@@ -1,5 +1,5 @@
 """Accounting of DP image pixelization (Liyue Fan, "Image pixelization with differential privacy",
-DBSec 2018), the image LDP mechanism of the trade-off paper (Section 2.3): b x b cell means plus
+DBSec 2018), the image LDP mechanism of the trade-off paper (Section 2.3): b x b block means plus
 Laplace noise (added by :func:`audit.mechanisms.pixelization_noise.pixelize`). Scale, geometry,
 event and claim; no torch.
 """
@@ -14,36 +14,36 @@ from audit.privacy.events import LaplaceEvent
 from dpvae_core.validation import check_positive, check_positive_int
 
 
-def valid_cell_sizes(height: int, width: int) -> tuple[int, ...]:
-    """Cell sizes b that tile an image of ``height`` x ``width``: the common divisors."""
+def valid_block_sizes(height: int, width: int) -> tuple[int, ...]:
+    """Block sizes b that tile an image of ``height`` x ``width``: the common divisors."""
     check_positive_int("height", height)
     check_positive_int("width", width)
     g = math.gcd(height, width)
     return tuple(b for b in range(1, g + 1) if g % b == 0)
 
 
-def pixelization_scale(*, eps_i: float, cell: int, neighborhood: int) -> float:
+def pixelization_scale(*, eps_i: float, block: int, neighborhood: int) -> float:
     """Laplace scale m / (b^2 eps_i) on the [0, 1] pixel scale (255 m / (b^2 eps_i) on 0..255).
 
-    The L1 sensitivity of all cell means of one channel, for images differing in at most m
+    The L1 sensitivity of all block means of one channel, for images differing in at most m
     pixels, is m / b^2 (Fan 2018).
     """
     eps = check_positive("eps_i", eps_i)
-    b = check_positive_int("cell", cell)
+    b = check_positive_int("block", block)
     m = check_positive_int("neighborhood", neighborhood)
     return m / (b * b * eps)
 
 
-def check_geometry(*, height: int, width: int, cell: int, neighborhood: int) -> None:
-    """Refuse a cell side b that does not tile H x W, or an m outside 1..H*W (ValueError)."""
+def check_geometry(*, height: int, width: int, block: int, neighborhood: int) -> None:
+    """Refuse a block side b that does not tile H x W, or an m outside 1..H*W (ValueError)."""
     check_positive_int("height", height)
     check_positive_int("width", width)
-    check_positive_int("cell", cell)
+    check_positive_int("block", block)
     check_positive_int("neighborhood", neighborhood)
-    if height % cell or width % cell:
-        valid = ", ".join(map(str, valid_cell_sizes(height, width)))
+    if height % block or width % block:
+        valid = ", ".join(map(str, valid_block_sizes(height, width)))
         raise ValueError(
-            f"pixel cell b={cell} does not tile a {height}x{width} image (b must divide both "
+            f"pixel block b={block} does not tile a {height}x{width} image (b must divide both "
             f"sides); valid b: {valid}"
         )
     if neighborhood > height * width:
@@ -54,33 +54,33 @@ def check_geometry(*, height: int, width: int, cell: int, neighborhood: int) -> 
 
 
 def pixelization_event(
-    *, eps_i: float, channels: int, height: int, width: int, cell: int, neighborhood: int
+    *, eps_i: float, channels: int, height: int, width: int, block: int, neighborhood: int
 ) -> LaplaceEvent:
-    """One image's release for ANY two images: one Laplace mechanism on all its cell means.
+    """One image's release for ANY two images: one Laplace mechanism on all its block means.
 
-    Its epsilon is ``c * eps_i * H * W / m``, for every cell side b (64x64x3, m = 64:
+    Its epsilon is ``c * eps_i * H * W / m``, for every block side b (64x64x3, m = 64:
     192 eps_i).
 
     Notes:
-        Adjacency: any two records (local DP). Per channel there are (H/b)(W/b) cell means, each
+        Adjacency: any two records (local DP). Per channel there are (H/b)(W/b) block means, each
         the mean of b^2 pixels in [0, 1], so each moves by at most 1 between any two images and
         the L1 sensitivity of one channel's means is (H/b)(W/b) = H W / b^2. The Laplace scale
         is m / (b^2 eps_i) (:func:`pixelization_scale`), so one channel is
         (H W / b^2) / (m / (b^2 eps_i)) = eps_i H W / m -DP; b cancels. The c channels get
         independent noise of the same scale, so all c (H/b)(W/b) means are one Laplace mechanism
         of L1 sensitivity c H W / b^2: c eps_i H W / m (the same number as composing the c
-        channels). Clipping to [0, 1] and expanding cells back to pixels are post-processing.
+        channels). Clipping to [0, 1] and expanding blocks back to pixels are post-processing.
         Fan's eps_i covers only images differing in at most m pixels (the m-neighbourhood):
         c * eps_i against those.
     """
     eps = check_positive("eps_i", eps_i)
     c = check_positive_int("channels", channels)
-    check_geometry(height=height, width=width, cell=cell, neighborhood=neighborhood)
+    check_geometry(height=height, width=width, block=block, neighborhood=neighborhood)
     return LaplaceEvent(c * eps * height * width / neighborhood)
 
 
 def pixelization_epsilon(
-    *, eps_i: float, channels: int, height: int, width: int, cell: int, neighborhood: int
+    *, eps_i: float, channels: int, height: int, width: int, block: int, neighborhood: int
 ) -> float:
     """Epsilon of :func:`audit.mechanisms.pixelization_noise.pixelize` for ANY two images
     (H x W x c, values in [0, 1]): ``c * eps_i * H * W / m``; see :func:`pixelization_event`.
@@ -91,7 +91,7 @@ def pixelization_epsilon(
             channels=channels,
             height=height,
             width=width,
-            cell=cell,
+            block=block,
             neighborhood=neighborhood,
         )
     )
@@ -104,7 +104,7 @@ def pixelization_claim(
     height: int,
     width: int,
     neighborhood: int,
-    cell: int = 1,
+    block: int = 1,
     n_records: int | None = None,
 ) -> PrivacyClaim:
     """Per-record claim of pixelization for any two records: :func:`pixelization_epsilon`.
@@ -119,7 +119,7 @@ def pixelization_claim(
         channels=channels,
         height=height,
         width=width,
-        cell=cell,
+        block=block,
         neighborhood=neighborhood,
     )
     epsilon = accountant.pure_epsilon(event)
@@ -128,9 +128,9 @@ def pixelization_claim(
         "eps_i": eps,
         "channels": c,
         "image_pixels": f"{height}x{width}",
-        "pixel_cell": cell,
+        "pixel_block": block,
         "neighborhood_pixels": neighborhood,
-        "epsilon_any_two_records": "channels * eps_i * H * W / m (L1 sensitivity of the cell "
+        "epsilon_any_two_records": "channels * eps_i * H * W / m (L1 sensitivity of the block "
         "means over the Laplace scale)",
         "epsilon_m_neighbourhood": c * eps,
         "epsilon_m_neighbourhood_note": "Fan's channels * eps_i, only against images differing "

@@ -85,7 +85,7 @@ def test_ldp_series_settings_clipping_and_claim():
     assert full.train[0].abs().max() <= 1 and full.val[0].abs().max() <= 1
     assert full.notes["labels"].startswith("not perturbed")
     assert not torch.equal(full.train[0], data.train[0])
-    only_train = ldp.prepare(cell("ldp", 1.0, ldp_setting="train"), data, CTX)
+    only_train = ldp.prepare(cell("ldp", 1.0, ldp_scope="train"), data, CTX)
     assert torch.equal(only_train.val[0], data.val[0])
     claim = ldp.claim(cell("ldp", 0.5), data, Trained(TrainHistory()))
     assert claim.epsilon == 0.5 * 20 * 3 and claim.delta == 0
@@ -95,8 +95,8 @@ def test_ldp_series_settings_clipping_and_claim():
     overlap = ldp.claim(cell("ldp", 0.5, window_stride=5), data, Trained(TrainHistory()))
     assert overlap.extra["eps_per_measurement"] == 2.0
     assert overlap.epsilon == 0.5 * 80 * 3
-    with pytest.raises(ValueError, match="pixel_cell applies to images only"):
-        ldp.prepare(cell("ldp", 1.0, pixel_cell=2), data, CTX)
+    with pytest.raises(ValueError, match="pixel_block applies to images only"):
+        ldp.prepare(cell("ldp", 1.0, pixel_block=2), data, CTX)
 
 
 def test_vae_ldp_series_uses_the_lstm_perturbation_model():

@@ -109,7 +109,7 @@ def test_ldp_epsilon_covers_any_two_records():
     out = _run("--mech ldp --eps-i 1 --channels 3 --height 64 --width 64")
     assert _last(out) == pytest.approx(192)
     assert "epsilon_m_neighbourhood: 3\n" in out
-    same = _run("--mech ldp --eps-i 1 --channels 3 --height 64 --width 64 --pixel-cell 4 --m 64")
+    same = _run("--mech ldp --eps-i 1 --channels 3 --height 64 --width 64 --pixel-block 4 --m 64")
     assert _last(same) == pytest.approx(192)
     assert _last(_run("--mech ldp --eps-i 1 --height 64 --width 64 --m 128")) == pytest.approx(96)
 
@@ -119,7 +119,7 @@ def test_ldp_epsilon_covers_any_two_records():
     [
         ("--mech ldp --eps-i 1 --sigma 2", "--sigma does not apply to --mech ldp"),
         ("--mech ldp --eps-i 1", "needs --height, --width"),
-        ("--mech ldp --eps-i 1 --height 64 --width 64 --pixel-cell 5", "valid b: 1, 2, 4"),
+        ("--mech ldp --eps-i 1 --height 64 --width 64 --pixel-block 5", "valid b: 1, 2, 4"),
         ("--mech ldp --eps-i 1 --height 8 --width 8 --m 65", "choose 1..64"),
         (
             "--mech cdp --n-train 10 --batch-size 2 --epochs 1 --noise-multiplier 1 --eps-i 1",

@@ -167,8 +167,8 @@ QUICK_DIGITS = ["--dataset", "digits", "--profile", "quick"]
     [
         # options checked against the data before any cell (issue 13, item 4)
         (["--mech", "cdp", "--batch-size", "60"], "--batch-size 60 exceeds |D_train| = 50"),
-        (["--mech", "ldp", "--pixel-cell", "3"], "pixel cell b=3 does not tile the 8x8"),
-        (["--mech", "ldp", "--ldp-setting", "some"], "unknown ldp setting 'some'"),
+        (["--mech", "ldp", "--pixel-block", "3"], "pixel block b=3 does not tile the 8x8"),
+        (["--mech", "ldp", "--ldp-scope", "some"], "unknown ldp scope 'some'"),
         (["--mech", "vae-ldp", "--perturbation-data", "x"], "unknown perturbation data 'x'"),
         # options that do not apply are refused, not ignored
         (["--mech", "ldp", "--target-epsilon", "5"], "--target-epsilon does not apply to --mech"),

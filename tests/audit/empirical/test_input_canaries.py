@@ -17,16 +17,16 @@ def test_uniform_noise_is_the_earlier_draw() -> None:
     assert torch.equal(y, torch.randint(10, (30,), generator=gen))
 
 
-def test_blocks_are_flat_binary_cells() -> None:
+def test_blocks_are_flat_binary_blocks() -> None:
     x, y = input_canaries(tiny_data(), 50, 0, design="blocks", tag="t")
     assert x.shape == (50, 1, 8, 8) and set(x.unique().tolist()) <= {0.0, 1.0}
-    # nearest upsampling: pixel i comes from cell floor(i * BLOCKS / 8); every pixel of a cell
-    # holds the cell's one value
-    cell = [i * BLOCKS // 8 for i in range(8)]
+    # nearest upsampling: pixel i comes from block floor(i * BLOCKS / 8); every pixel of a block
+    # holds the block's one value
+    block = [i * BLOCKS // 8 for i in range(8)]
     small = torch.full((50, 1, BLOCKS, BLOCKS), -1.0)
     for i in range(8):
         for j in range(8):
-            small[:, :, cell[i], cell[j]] = x[:, :, i, j]
+            small[:, :, block[i], block[j]] = x[:, :, i, j]
     assert torch.equal(torch.nn.functional.interpolate(small, size=(8, 8), mode="nearest"), x)
     assert len({tuple(r.flatten().tolist()) for r in x}) == 50  # distinct canaries
     assert int(y.min()) >= 0 and int(y.max()) < 10
@@ -41,7 +41,7 @@ def test_blocks_refuse_series() -> None:
         input_canaries(series, 5, 0, design="blocks", tag="t")
 
 
-def test_patches_light_disjoint_cells_of_a_grid() -> None:
+def test_patches_light_disjoint_blocks_of_a_grid() -> None:
     x, _ = input_canaries(tiny_data(), 9, 0, design="patches", tag="t")
     assert set(x.unique().tolist()) == {0.0, 1.0}
     lit = x.flatten(1) > 0
@@ -51,13 +51,13 @@ def test_patches_light_disjoint_cells_of_a_grid() -> None:
         input_canaries(tiny_data(), 70, 0, design="patches", tag="t")
 
 
-def test_marked_mean_differs_from_the_validation_mean_in_its_cell_only() -> None:
+def test_marked_mean_differs_from_the_validation_mean_in_its_block_only() -> None:
     data = tiny_data()
     mean = data.val[0].mean(0)
     x, _ = input_canaries(data, 16, 0, design="marked-mean", tag="t")
     changed = (x - mean).abs().flatten(1) > 0
     assert int((changed.sum(0) > 1).sum()) == 0 and bool(changed.any(1).all())
-    # the flipped cell is at the far end of the range from the mean
+    # the flipped block is at the far end of the range from the mean
     far = (mean < 0.5).float().flatten()
     assert torch.equal(x.flatten(1)[changed], far.expand(16, -1)[changed])
 

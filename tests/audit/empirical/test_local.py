@@ -35,19 +35,19 @@ def test_pixelization_claims_any_two_is_192_eps_i_on_64x64x3() -> None:
     assert claims == {"any-two": 192 * 2.0, "m-neighbourhood": 3 * 2.0}
 
 
-@pytest.mark.parametrize(("cell", "m"), [(1, 5), (2, 8), (2, 9)])
-def test_neighbourhood_pair_differs_in_at_most_m_pixels_per_channel(cell: int, m: int) -> None:
+@pytest.mark.parametrize(("block", "m"), [(1, 5), (2, 8), (2, 9)])
+def test_neighbourhood_pair_differs_in_at_most_m_pixels_per_channel(block: int, m: int) -> None:
     x0, x1, mask = pixelization_pair(
-        (3, 4, 4), cell=cell, neighborhood=m, pattern=Pattern.NEIGHBOURHOOD
+        (3, 4, 4), block=block, neighborhood=m, pattern=Pattern.NEIGHBOURHOOD
     )
     per_channel = (x0 != x1)[0].sum(dim=(1, 2))
-    assert per_channel.tolist() == [(m // cell**2) * cell**2] * 3
+    assert per_channel.tolist() == [(m // block**2) * block**2] * 3
     assert bool(((x0 != x1)[0] == mask).all())
 
 
-def test_neighbourhood_pair_refuses_m_below_one_cell() -> None:
+def test_neighbourhood_pair_refuses_m_below_one_block() -> None:
     with pytest.raises(ValueError, match="m-neighbourhood"):
-        pixelization_pair((1, 4, 4), cell=2, neighborhood=3, pattern=Pattern.NEIGHBOURHOOD)
+        pixelization_pair((1, 4, 4), block=2, neighborhood=3, pattern=Pattern.NEIGHBOURHOOD)
 
 
 @pytest.mark.statistical

@@ -16,7 +16,7 @@ from audit.cell.membership import attack_data
 from audit.config import CellConfig
 from audit.mechanisms import CellData, Context, Trained, get_mechanism
 from audit.mechanisms import make_cell as build_cell
-from audit.mechanisms.ldp import LdpSetting, default_neighborhood, options_for_images
+from audit.mechanisms.ldp import LdpScope, default_neighborhood, options_for_images
 from audit.profiles import PROFILES, ProfileName
 from dpvae_core.progress import null_progress
 from models.training import TrainHistory
@@ -46,11 +46,11 @@ def clone(data: CellData) -> CellData:
 def test_registered_with_the_paper_grid_and_options():
     assert MECH.param_name == "eps_i"
     assert MECH.default_grid == (10000, 5000, 1000, 500, 100)
-    assert set(MECH.options_type.names()) == {"pixel_cell", "neighborhood", "ldp_setting"}
+    assert set(MECH.options_type.names()) == {"pixel_block", "neighborhood", "ldp_scope"}
 
 
 @pytest.mark.parametrize("channels", [1, 3])
-def test_full_setting_perturbs_train_and_val_only(channels):
+def test_full_scope_perturbs_train_and_val_only(channels):
     data = make_data(channels)
     original = clone(data)
     prepared = MECH.prepare(make_cell(100.0), data, CTX)
@@ -61,23 +61,23 @@ def test_full_setting_perturbs_train_and_val_only(channels):
         assert torch.equal(got[1], real[1])  # labels are not perturbed
     for split in ("train", "val", "test"):  # the real splits are never modified in place
         assert torch.equal(getattr(data, split)[0], getattr(original, split)[0])
-    assert prepared.notes["ldp_setting"] == "full"
-    assert prepared.notes["pixel_cell"] == 1 and prepared.notes["neighborhood"] == 8
+    assert prepared.notes["ldp_scope"] == "full"
+    assert prepared.notes["pixel_block"] == 1 and prepared.notes["neighborhood"] == 8
 
 
-def test_train_setting_leaves_val_unperturbed():
+def test_train_scope_leaves_val_unperturbed():
     data = make_data()
-    prepared = MECH.prepare(make_cell(100.0, ldp_setting="train"), data, CTX)
+    prepared = MECH.prepare(make_cell(100.0, ldp_scope="train"), data, CTX)
     assert not torch.equal(prepared.train[0], data.train[0])
     assert prepared.val[0] is data.val[0]
-    assert prepared.notes["ldp_setting"] == "train"
+    assert prepared.notes["ldp_scope"] == "train"
 
 
 def test_perturbation_is_seeded_and_differs_per_cell():
     data = make_data()
     full = MECH.prepare(make_cell(100.0), data, CTX)
     again = MECH.prepare(make_cell(100.0), data, CTX)
-    train_only = MECH.prepare(make_cell(100.0, ldp_setting="train"), data, CTX)
+    train_only = MECH.prepare(make_cell(100.0, ldp_scope="train"), data, CTX)
     other_seed = MECH.prepare(make_cell(100.0, seed=1), data, CTX)
     assert torch.equal(full.train[0], again.train[0])
     assert not torch.equal(full.train[0], train_only.train[0])
@@ -129,11 +129,11 @@ def test_attack_records_are_the_unperturbed_ones():
 
 def test_cells_of_side_b_are_constant():
     data = make_data()
-    prepared = MECH.prepare(make_cell(100.0, pixel_cell=2), data, CTX)
+    prepared = MECH.prepare(make_cell(100.0, pixel_block=2), data, CTX)
     x = prepared.train[0]
     torch.testing.assert_close(x[..., 0::2, :], x[..., 1::2, :], rtol=0, atol=0)
     torch.testing.assert_close(x[..., 0::2], x[..., 1::2], rtol=0, atol=0)
-    assert prepared.notes["pixel_cell"] == 2
+    assert prepared.notes["pixel_block"] == 2
 
 
 def test_huge_epsilon_keeps_the_images():
@@ -143,11 +143,11 @@ def test_huge_epsilon_keeps_the_images():
 
 
 @pytest.mark.parametrize("channels", [1, 3])
-@pytest.mark.parametrize("pixel_cell", [1, 2])
-def test_claim_covers_any_two_records(channels, pixel_cell):
-    # 8x8 images, default m = 8: channels * eps_i * 64 / 8, whatever the cell side b.
+@pytest.mark.parametrize("pixel_block", [1, 2])
+def test_claim_covers_any_two_records(channels, pixel_block):
+    # 8x8 images, default m = 8: channels * eps_i * 64 / 8, whatever the block side b.
     data = make_data(channels)
-    claim = MECH.claim(make_cell(500.0, pixel_cell=pixel_cell), data, Trained(TrainHistory()))
+    claim = MECH.claim(make_cell(500.0, pixel_block=pixel_block), data, Trained(TrainHistory()))
     assert claim.epsilon == channels * 500.0 * 8 and claim.delta == 0.0
     assert claim.extra["eps_i"] == 500.0
     assert claim.extra["epsilon_m_neighbourhood"] == channels * 500.0
@@ -169,23 +169,23 @@ def test_default_neighbourhood_is_sqrt_of_pixels():
     assert default_neighborhood(25, 25) == 25
     assert default_neighborhood(8, 8) == 8
     opts = options_for_images(MECH.options_of(make_cell(neighborhood=3)), (1, 8, 8))
-    assert opts.neighborhood == 3 and opts.setting is LdpSetting.FULL and opts.cell == 1
+    assert opts.neighborhood == 3 and opts.scope is LdpScope.FULL and opts.block == 1
 
 
 def test_cell_not_dividing_the_image_is_refused_with_the_valid_sizes():
     data = make_data()
     with pytest.raises(ValueError, match=r"b=3 does not tile the 8x8 .*valid b: 1, 2, 4, 8"):
-        MECH.prepare(make_cell(pixel_cell=3), data, CTX)
+        MECH.prepare(make_cell(pixel_block=3), data, CTX)
     with pytest.raises(ValueError, match=r"valid b: 1, 5, 25"):
-        options_for_images(MECH.options_of(make_cell(pixel_cell=2)), (1, 25, 25))
+        options_for_images(MECH.options_of(make_cell(pixel_block=2)), (1, 25, 25))
 
 
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"ldp_setting": "test"}, "unknown ldp setting 'test'; choose one of: full, train"),
-        ({"pixel_cell": 0}, "pixel cell b must be an integer >= 1, got 0"),
-        ({"pixel_cell": 2.0}, "pixel cell b must be an integer >= 1, got 2.0"),
+        ({"ldp_scope": "test"}, "unknown ldp scope 'test'; choose one of: full, train"),
+        ({"pixel_block": 0}, "pixel block b must be an integer >= 1, got 0"),
+        ({"pixel_block": 2.0}, "pixel block b must be an integer >= 1, got 2.0"),
         ({"neighborhood": 65}, "neighborhood m=65 exceeds the 64 pixels"),
     ],
 )
@@ -230,7 +230,7 @@ def test_sweep_end_to_end_for_both_local_mechanisms(tmp_path):
     assert (private.privacy_notes.str.len() > 0).all()
     ldp_row = private[private.mech == "ldp"].iloc[0]
     # digits: 8x8x1, default m = 8: 1 * 100 * 64 / 8 for any two records; 100 for m pixels
-    assert ldp_row.epsilon == 800.0 and "ldp_setting=full" in ldp_row.privacy_notes
+    assert ldp_row.epsilon == 800.0 and "ldp_scope=full" in ldp_row.privacy_notes
     assert "epsilon_m_neighbourhood=100.0" in ldp_row.privacy_notes
     assert "labels=not perturbed" in ldp_row.privacy_notes
     for notes in rows.privacy_notes:

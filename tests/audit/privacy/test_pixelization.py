@@ -4,14 +4,14 @@ from audit.privacy import (
     pixelization_claim,
     pixelization_epsilon,
     pixelization_scale,
-    valid_cell_sizes,
+    valid_block_sizes,
 )
 
 
 def test_scale_follows_fan():
-    assert pixelization_scale(eps_i=1000, cell=1, neighborhood=64) == pytest.approx(0.064)
+    assert pixelization_scale(eps_i=1000, block=1, neighborhood=64) == pytest.approx(0.064)
     # 255 m / (b^2 eps) on the 0..255 scale, m / (b^2 eps) on 0..1.
-    assert pixelization_scale(eps_i=5, cell=4, neighborhood=64) * 255 == pytest.approx(
+    assert pixelization_scale(eps_i=5, block=4, neighborhood=64) * 255 == pytest.approx(
         255 * 64 / (16 * 5)
     )
 
@@ -30,11 +30,11 @@ def test_claim_per_record_and_table2_dataset_sum():
     assert "epsilon_dataset_sum" not in plain.extra
 
 
-def test_epsilon_covers_any_two_images_for_every_cell_side():
+def test_epsilon_covers_any_two_images_for_every_block_side():
     # 64x64x3, m = 64 (the trade-off paper): 3 * 64 * 64 / 64 = 192 per unit eps_i, whatever b.
-    for b in valid_cell_sizes(64, 64):
+    for b in valid_block_sizes(64, 64):
         assert pixelization_epsilon(
-            eps_i=1.0, channels=3, height=64, width=64, cell=b, neighborhood=64
+            eps_i=1.0, channels=3, height=64, width=64, block=b, neighborhood=64
         ) == pytest.approx(192)
 
 
@@ -44,7 +44,7 @@ def test_epsilon_covers_any_two_images_for_every_cell_side():
         ({"channels": 0}, "0"),
         ({"n_records": -5}, "-5"),
         ({"eps_i": 0.0}, "0.0"),
-        ({"cell": 3}, "valid b: 1, 2, 4, 8"),
+        ({"block": 3}, "valid b: 1, 2, 4, 8"),
         ({"neighborhood": 65}, "choose 1..64"),
     ],
 )
