@@ -208,7 +208,7 @@ def run_report(request: ReportRequest) -> int:
     if kind == "mixed":
         raise ValueError(
             f"{str(request.run_dir)!r} holds both a sweep's cells and attacked releases; a "
-            "report covers one or the other (audit each release into a folder of its own)"
+            "report covers one or the other (attack each release into a folder of its own)"
         )
     if kind == "release":
         from audit.release.release_report import write_release_report

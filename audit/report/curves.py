@@ -78,7 +78,7 @@ def _label(group: pd.DataFrame) -> tuple[str, str]:
     mech, label = group["mech"].iloc[0], group["param_label"].iloc[0]
     if mech == BASELINE:
         return mech, "non-private (none)"
-    if label == BASELINE:  # no parameter: a release audited as it is
+    if label == BASELINE:  # no parameter: a release attacked as it is
         label = f"the {mech} release"
     epsilon = float(group["epsilon"].astype(float).mean())
     return mech, f"{label} (ε={short_number(epsilon)})" if np.isfinite(epsilon) else label
