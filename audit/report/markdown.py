@@ -159,7 +159,7 @@ def render_markdown(
     seeds = sorted(frame["seed"].unique().tolist())
     versions = sorted(frame["code_version"].astype(str).unique()) if "code_version" in frame else []
     parts = [
-        "# Privacy audit report",
+        "# Privacy-accuracy trade-off report",
         f"Source: `{source}`: {len(frame)} rows, seed(s) {seeds}"
         + (f", code version(s) {', '.join(versions)}." if versions else "."),
         "## Recommendation",
