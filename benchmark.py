@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Privacy-auditing benchmark for differentially private VAEs: the command line
+"""A benchmark of the privacy-accuracy trade-off of differentially private VAEs: the command line
 (``audit/cli/``; ``python benchmark.py --help`` and ``python benchmark.py COMMAND --help``)."""
 
 import sys
