@@ -25,13 +25,13 @@ def interval_text(value: float, low: float, high: float) -> str:
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A Markdown pipe table; ``|`` inside a cell is escaped."""
+    """A Markdown pipe table; ``|`` inside an entry is escaped."""
 
-    def cell(value: object) -> str:
+    def entry(value: object) -> str:
         return str(value).replace("|", "\\|")
 
-    lines = ["| " + " | ".join(map(cell, headers)) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    lines = ["| " + " | ".join(map(entry, headers)) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(map(entry, row)) + " |" for row in rows]
     return "\n".join(lines)
 
 
