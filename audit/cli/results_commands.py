@@ -200,7 +200,7 @@ def check_request(args: argparse.Namespace) -> CheckRequest | CalibrateRequest:
 
 
 def run_report(request: ReportRequest) -> int:
-    """The report of ``request.run_dir``: a release report where the folder holds audited
+    """The report of ``request.run_dir``: a release report where the folder holds attacked
     releases (``benchmark.py attack``: cells of mech ``external``), else a sweep's."""
     from audit.release.release_rows import release_dir_kind
 
