@@ -128,8 +128,8 @@ class CellConfig:
     def identity(self) -> dict[str, Any]:
         """What the cell computes, as plain JSON data, whatever the cache schema: the grid point,
         the profile, the run facts and the mechanism's options (one ``options`` mapping), and
-        each further setting that differs from its default. A setting at its default is left out
-        (of the profile too), so that adding a setting never changes the identity, or the noise
+        each further knob that differs from its default. A knob at its default is left out (of
+        the profile too), so that adding a knob never changes the identity, or the noise
         (:attr:`noise_key`), of a cell that does not use it. ``reference_models`` counts as the
         models the cell really trains (:attr:`reference_models`: none where no attack of the
         cell calibrates, so that R never splits cells it cannot change).

@@ -211,7 +211,7 @@ def test_the_classifier_flag_overrides_the_dataset_profile():
         build_run_parser().parse_args([*base, "--classifier", "vgg16"])
 
 
-def test_a_flag_overrides_the_dataset_profile_setting():
+def test_a_flag_overrides_the_dataset_profile_value():
     from audit.cli.run_command import build_run_parser, config_from_args
 
     args = build_run_parser().parse_args(["--dataset", "lfw20", "--mech", "none"])

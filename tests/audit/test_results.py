@@ -40,14 +40,14 @@ def _configs(tmp_path, mechs=("cdp",), options=(), epochs=40):
     return [cell.canonical() for cell, _ in build_cells(config, data_sha256="a" * 64)]
 
 
-def test_a_later_sweep_with_other_settings_is_refused_naming_each_setting(tmp_path):
+def test_a_later_sweep_with_another_run_configuration_is_refused_naming_each_difference(tmp_path):
     results.claim_run(tmp_path, _configs(tmp_path))
     with pytest.raises(ValueError) as err:
         results.claim_run(tmp_path, _configs(tmp_path, epochs=5))
     assert "epochs: 40 vs 5" in str(err.value) and "another --out" in str(err.value)
     with pytest.raises(ValueError, match=r"cdp clip_norm: \(unset\) vs 2\.0"):
         results.claim_run(tmp_path, _configs(tmp_path, options=(("clip_norm", "2"),)))
-    # a mechanism the directory does not hold yet brings its own options; same settings: fine
+    # a mechanism the directory does not hold yet brings its own options; same run config: fine
     termwise = _configs(tmp_path, mechs=("cdp-termwise",), options=(("clip_norm", "2"),))
     results.claim_run(tmp_path, termwise)
     results.claim_run(tmp_path, _configs(tmp_path))
