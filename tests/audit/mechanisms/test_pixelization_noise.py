@@ -33,8 +33,8 @@ def _naive_pixelize(x, *, eps_i, block, neighborhood, generator):
         for c in range(channels):
             for i in range(height // block):
                 for j in range(width // block):
-                    block = x[n, c, i * block : (i + 1) * block, j * block : (j + 1) * block]
-                    value = min(1.0, max(0.0, float(block.mean() + noise[n, c, i, j])))
+                    pixels = x[n, c, i * block : (i + 1) * block, j * block : (j + 1) * block]
+                    value = min(1.0, max(0.0, float(pixels.mean() + noise[n, c, i, j])))
                     out[n, c, i * block : (i + 1) * block, j * block : (j + 1) * block] = value
     return out
 
