@@ -1,6 +1,6 @@
-"""One grid cell end to end (paper 003, Figure 1): mechanism -> target VAE -> D_gen -> classifier
-accuracy, and every attack of the cell (:attr:`CellConfig.attacks`) against what the mechanism
-releases, on unperturbed members vs non-members."""
+"""One grid cell end to end (the trade-off paper, Figure 1): mechanism -> target VAE -> D_gen ->
+classifier accuracy, and every attack of the cell (:attr:`CellConfig.attacks`) against what the
+mechanism releases, on unperturbed members vs non-members."""
 
 from __future__ import annotations
 
