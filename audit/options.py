@@ -70,6 +70,23 @@ def positive_float(what: str) -> ValueParser:
     return parse
 
 
+def float_in_range(what: str, low: float, high: float, *, zero: bool = False) -> ValueParser:
+    """A number in [``low``, ``high``] (or 0 where ``zero``): a mechanism's parameter in the
+    range where its accounting and noise are computed (:attr:`Mechanism.param_range`)."""
+    allowed = f"{'0 or ' if zero else ''}a number in [{low:g}, {high:g}]"
+
+    def parse(value: Any) -> float:
+        number = _text_or_number(value)
+        if isinstance(value, bool) or not (low <= number <= high or (zero and number == 0)):
+            raise ValueError(
+                f"{what} must be {allowed} (where its accounting and noise are computed "
+                f"without overflow), got {value!r}"
+            )
+        return number
+
+    return parse
+
+
 def non_negative_float(what: str) -> ValueParser:
     def parse(value: Any) -> float:
         number = _text_or_number(value)

@@ -17,6 +17,22 @@ class ProfileName(str, Enum):
     PAPER = "paper"
 
 
+#: The largest value of each size a profile may set, about 100 times the paper profile's (epochs
+#: 1000, classifier epochs 100, N 300, R 8, d 100): a larger one would run for days or allocate past
+#: any machine's memory, so it is refused before any work. The sizes bounded by the data
+#: (``max_train``, ``attack_records``, ``batch_size``) and |D_gen|, whose memory depends on the
+#: records, are checked once the data is loaded (:func:`audit.sweep.plan.check_sweep`).
+SIZE_LIMITS: dict[str, int] = {
+    "epochs": 100_000,
+    "classifier_epochs": 10_000,
+    "classifier_patience": 10_000,
+    "attack_samples": 30_000,
+    "reference_models": 800,
+    "latent_dim": 10_000,
+}
+SIZE_LIMIT_REASON = "about 100 times the paper profile's; more would run for days"
+
+
 @dataclass(frozen=True)
 class Profile:
     """Every knob a profile sets; each can be overridden on the command line.
@@ -68,6 +84,13 @@ class Profile:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(
                     f"{name.replace('_', '-')} must be a positive integer, got {value!r}"
+                )
+        for name, limit in SIZE_LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, int) and value > limit:
+                raise ValueError(
+                    f"{name.replace('_', '-')} must be at most {limit} ({SIZE_LIMIT_REASON}), "
+                    f"got {value!r}"
                 )
         for name in ("attack_records", "max_train", "gen_records"):
             value = getattr(self, name)

@@ -20,6 +20,7 @@ from audit.mechanisms import BASELINE, available_mechanisms
 from audit.profiles import ProfileName
 from audit.rows.derived import WORST_CASE_ATTACK, WORST_CASE_DISTANCE
 from audit.rows.row import PAPER_ATTACK
+from dpvae_core.path_checks import check_input_file
 
 THRESHOLDS_SCHEMA_VERSION = 1
 ANY = "any"
@@ -220,13 +221,21 @@ def _parse_entry(entry: Any, where: str) -> Threshold:
 
 def load_thresholds(path: Path) -> tuple[Threshold, ...]:
     """Read and validate a thresholds file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"thresholds file {str(path)!r} does not exist")
+    path = check_input_file(path, "--thresholds", kind="thresholds file")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"--thresholds {str(path)!r} is not UTF-8 text (at byte {exc.start}); write the "
+            "thresholds file as UTF-8 JSON"
+        ) from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(
+            f"--thresholds {str(path)!r}: JSON nested too deeply to read; a thresholds file is "
+            "an object with a list of entries"
+        ) from None
     return parse_thresholds(data, source=str(path))
 
 

@@ -12,11 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attacks.registry import sweep_attacks
-from audit import io
 from audit.cli.logs import configure_logging
-from audit.cli.parsing import Parser, add_verbosity
+from audit.cli.parsing import Parser, add_verbosity, finite_float, path_arg
 from audit.release.record_sets import ReleaseRecords, Role, read_records
+from dpvae_core.path_checks import check_input_file, check_output_dir
 from dpvae_core.records import Modality
+from dpvae_core.validation import check_device
+
+#: The utility classifiers' epoch budget where --test is given and --classifier-epochs is not.
+CLASSIFIER_EPOCHS = 40
 
 
 def build_attack_parser() -> Parser:
@@ -26,20 +30,20 @@ def build_attack_parser() -> Parser:
         "worst case and the DCR baseline, against your members and non-members. Record files "
         "are .npz files as for --dataset npz:PATH (X, and y where labels are known).",
     )
-    p.add_argument("--members", type=Path, required=True, help="the training records (.npz)")
+    p.add_argument("--members", type=path_arg, required=True, help="the training records (.npz)")
     p.add_argument(
         "--non-members",
-        type=Path,
+        type=path_arg,
         required=True,
         help="records of the same population the model never saw (.npz)",
     )
     p.add_argument(
         "--reference",
-        type=Path,
+        type=path_arg,
         help="further records the model never saw, the attacker's "
         "side knowledge (DOMIAS, PCA features); in neither --members nor --non-members",
     )
-    p.add_argument("--samples", type=Path, help="the released synthetic records (.npz)")
+    p.add_argument("--samples", type=path_arg, help="the released synthetic records (.npz)")
     model = p.add_mutually_exclusive_group()
     model.add_argument(
         "--decoder",
@@ -53,11 +57,11 @@ def build_attack_parser() -> Parser:
         metavar="PKG.MOD:FN",
         help="entry point returning the released VAE (encoder and decoder)",
     )
-    p.add_argument("--epsilon", type=float, help="the epsilon you claim for the release")
-    p.add_argument("--delta", type=float, help="the delta of that claim")
+    p.add_argument("--epsilon", type=finite_float, help="the epsilon you claim for the release")
+    p.add_argument("--delta", type=finite_float, help="the delta of that claim")
     p.add_argument(
         "--test",
-        type=Path,
+        type=path_arg,
         help="labelled real test records (.npz, never seen by the model): trains the suite's "
         "classifier on the samples (acc) and on the members (acc_real) and scores it on them; "
         "without it the rows carry no utility",
@@ -65,9 +69,9 @@ def build_attack_parser() -> Parser:
     p.add_argument(
         "--classifier-epochs",
         type=int,
-        default=40,
+        default=None,
         help="--test: the classifiers' epoch budget (early stopping on a 20 %% holdout of their "
-        "own training records; default 40)",
+        f"own training records; default {CLASSIFIER_EPOCHS})",
     )
     p.add_argument(
         "--membership-coins",
@@ -76,7 +80,7 @@ def build_attack_parser() -> Parser:
         "by its own fair coin: with --epsilon/--delta, each attack's scores then give an "
         "epsilon lower bound at 95 %% confidence (epsilon_lower_attack; one-run analysis)",
     )
-    p.add_argument("--out", type=Path, required=True, help="output directory (rows, report)")
+    p.add_argument("--out", type=path_arg, required=True, help="output directory (rows, report)")
     p.add_argument(
         "--name",
         default=None,
@@ -120,17 +124,56 @@ def build_attack_parser() -> Parser:
 
 def attack_main(argv: Sequence[str]) -> int:
     """Parse, check everything, attack, write rows and report; prints where they went."""
+    args = build_attack_parser().parse_args(argv)
+    configure_logging(args.verbose)
+    try:
+        return _attack(args)
+    except SystemExit as exc:  # argparse is done: only the release's own code can exit here
+        raise ValueError(
+            f"the release's code called sys.exit({exc.code!r}) during the attack; a model "
+            "must return, not exit"
+        ) from None
+
+
+def _check_arguments(args) -> None:  # noqa: ANN001 (the parsed arguments)
+    """What the flags say together, and every path and the device, before anything is read."""
+    if args.samples is None and args.decoder is None and args.vae is None:
+        raise ValueError(
+            "give the release: --samples S.npz, --decoder PKG.MOD:FN or --vae PKG.MOD:FN"
+        )
+    if args.gen_records is not None and (
+        args.samples is not None or not (args.decoder or args.vae)
+    ):
+        raise ValueError(
+            "--gen-records sets how many samples the decoder draws; it applies with --decoder "
+            "or --vae and no --samples"
+        )
+    if args.classifier_epochs is not None and args.test is None:
+        raise ValueError("--classifier-epochs applies with --test only (the utility classifiers)")
+    for role, path in _record_paths(args):
+        check_input_file(path, f"--{role.value}", kind=".npz file")
+    check_output_dir(args.out, "--out")
+    check_device(args.device)
+
+
+def _record_paths(args) -> list[tuple[Role, Path]]:  # noqa: ANN001 (the parsed arguments)
+    given = (
+        (Role.MEMBERS, args.members),
+        (Role.NON_MEMBERS, args.non_members),
+        (Role.REFERENCE, args.reference),
+        (Role.SAMPLES, args.samples),
+        (Role.TEST, args.test),
+    )
+    return [(role, path) for role, path in given if path is not None]
+
+
+def _attack(args) -> int:  # noqa: ANN001 (the parsed arguments)
     from audit.release.entry_points import load_model
     from audit.release.release_attack import attack_release
     from audit.release.release_config import ReleaseAttackConfig
     from audit.release.release_rows import check_release_out
 
-    args = build_attack_parser().parse_args(argv)
-    configure_logging(args.verbose)
-    if args.samples is None and args.decoder is None and args.vae is None:
-        raise ValueError(
-            "give the release: --samples S.npz, --decoder PKG.MOD:FN or --vae PKG.MOD:FN"
-        )
+    _check_arguments(args)
     config = ReleaseAttackConfig(
         name=default_name(args) if args.name is None else args.name,
         modality=args.modality,
@@ -142,20 +185,14 @@ def attack_main(argv: Sequence[str]) -> int:
         gen_records=args.gen_records,
         device=args.device,
         membership_coins=args.membership_coins,
-        classifier_epochs=args.classifier_epochs,
+        classifier_epochs=(
+            CLASSIFIER_EPOCHS if args.classifier_epochs is None else args.classifier_epochs
+        ),
     )
     check_release_out(args.out)
-    io.check_writable_dir(args.out)
     sets = {
         role: read_records(path, role, modality=config.modality)
-        for role, path in (
-            (Role.MEMBERS, args.members),
-            (Role.NON_MEMBERS, args.non_members),
-            (Role.REFERENCE, args.reference),
-            (Role.SAMPLES, args.samples),
-            (Role.TEST, args.test),
-        )
-        if path is not None
+        for role, path in _record_paths(args)
     }
     records = ReleaseRecords(
         sets[Role.MEMBERS], sets[Role.NON_MEMBERS], sets.get(Role.REFERENCE), sets.get(Role.SAMPLES)
@@ -189,7 +226,9 @@ def default_name(args) -> str:  # noqa: ANN001 (the parsed arguments)
     if spec is None:
         return args.samples.stem
     module = spec.rsplit(":", 1)[0]
-    return Path(module).stem if module.endswith(".py") else module.rsplit(".", 1)[-1]
+    if module.endswith(".py") or "/" in module:
+        return Path(module).stem or "release"
+    return module.rsplit(".", 1)[-1]
 
 
 def _progress(show: bool):  # noqa: ANN202 (tqdm or the null factory)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from audit.cli.audit_request import AuditRequest, build_audit_parser
+from audit.cli.audit_request import INPUT_DESIGN, AuditRequest, build_audit_parser
 from audit.cli.logs import configure_logging
 from audit.empirical.local import DRAWS, LocalAudit
 from audit.mechanisms import get_mechanism
@@ -103,7 +103,7 @@ def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
         k_minus=args.k_minus,
         seed=args.seed,
         guess_rule=args.guess_rule,
-        input_design=args.input_design,
+        input_design=args.input_design or INPUT_DESIGN,
         reference=args.reference_model,
         copies=args.copies,
     )
@@ -208,8 +208,23 @@ def run_audit(request: AuditRequest) -> str:
     return "\n".join([*lines, f"{bound:.10g}"])
 
 
+def check_environment(request: AuditRequest) -> None:
+    """What the request needs of this machine, before any work: the device, a data home the
+    dataset reads, and (with --runs) an --out it can write; nothing is created."""
+    from audit.datasets import check_data_home
+    from dpvae_core.path_checks import check_output_dir
+    from dpvae_core.validation import check_device
+
+    check_device(request.device)
+    check_data_home(request.dataset, request.data_home)
+    if request.out is not None:
+        check_output_dir(request.out, "--out")
+
+
 def audit_main(argv: Sequence[str]) -> int:
     args = build_audit_parser().parse_args(list(argv))
     configure_logging(args.verbose)
-    print(run_audit(AuditRequest.from_args(args)))
+    request = AuditRequest.from_args(args)
+    check_environment(request)
+    print(run_audit(request))
     return 0

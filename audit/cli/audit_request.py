@@ -7,11 +7,12 @@ import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from audit.cli.parsing import Parser, add_verbosity
+from audit.cli.parsing import Parser, add_verbosity, finite_float, path_arg
 from audit.empirical.cell_audit import audited_mechanisms, local_mechanisms
 from audit.empirical.local import DRAWS
 from audit.empirical.one_run import one_run_mechanisms
 from audit.mechanisms import by_param_label, get_mechanism
+from dpvae_core.validation import check_at_most
 
 
 def build_audit_parser() -> argparse.ArgumentParser:
@@ -39,7 +40,7 @@ def build_audit_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--grid",
         required=True,
-        type=float,
+        type=finite_float,
         metavar="VALUE",
         help="the parameter: "
         + ", ".join(f"{label} ({', '.join(mechs)})" for label, mechs in params.items()),
@@ -71,7 +72,7 @@ def build_audit_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--input-design",
-        default="uniform-noise",
+        default=None,
         choices=("uniform-noise", "blocks", "patches", "marked-mean", "mean-blocks", "label-slot"),
         help="input canaries (audit/empirical/input_canaries.py): uniform-noise records; "
         "images only: blocks (random black-and-white 5x5 patterns), patches (black, one white "
@@ -99,7 +100,7 @@ def build_audit_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--clip-norm",
-        type=float,
+        type=finite_float,
         default=None,
         help=f"{one_run}: the clip norm C of the audited runs (the claim does "
         "not depend on it; default the mechanism's)",
@@ -122,7 +123,7 @@ def build_audit_parser() -> argparse.ArgumentParser:
         "the first R//2 runs) and GDP estimates over the pooled scores",
     )
     p.add_argument(
-        "--out", type=Path, default=None, help="--runs: where each run's scores are cached"
+        "--out", type=path_arg, default=None, help="--runs: where each run's scores are cached"
     )
     p.add_argument(
         "--executor",
@@ -133,7 +134,7 @@ def build_audit_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--delta",
-        type=float,
+        type=finite_float,
         default=None,
         help=f"one-run audits, {with_delta}: the delta at which both the claim and the bound are "
         "computed (default the claim's: 1/N_train, or 1/|D| for a local randomizer); Steinke "
@@ -143,9 +144,22 @@ def build_audit_parser() -> argparse.ArgumentParser:
     p.add_argument("--draws", type=int, default=None, metavar="M", help=f"{local}: draws M")
     p.add_argument("--seed", type=int, default=0, help="root seed (cell and audit)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (one-run audits)")
-    p.add_argument("--data-home", type=Path, default=None, help="where LFW/MotionSense live")
+    p.add_argument("--data-home", type=path_arg, default=None, help="where LFW/MotionSense live")
     add_verbosity(p)
     return p
+
+
+#: The largest --canaries, --copies, --runs and --draws, each far past the designs' (m 1000
+#: gradient or 100 input canaries, M up to 10^6 draws): more would allocate past a machine's
+#: memory or train for weeks, so they are refused before any work.
+AUDIT_LIMITS = (
+    ("canaries", 100_000, "100 times the default m of gradient canaries"),
+    ("copies", 100, "100 copies of each canary already outnumber most training sets"),
+    ("runs", 1000, "each run is one training of the mechanism"),
+    ("draws", 10**8, "100 times the paper profile's M; the draws are held in memory"),
+)
+#: The input canaries' design where --input-design is not given.
+INPUT_DESIGN = "uniform-noise"
 
 
 def _positive(name: str, value: int | None) -> None:
@@ -167,7 +181,7 @@ class AuditRequest:
     k_plus: int | None = None
     k_minus: int | None = None
     guess_rule: str = "design"
-    input_design: str = "uniform-noise"
+    input_design: str | None = None
     copies: int = 1
     reference_model: bool = False
     clip_norm: float | None = None
@@ -189,6 +203,16 @@ class AuditRequest:
         _positive("--copies", self.copies)
         if self.copies != 1 and self.canary_kind != "input":
             raise ValueError("--copies applies to input canaries (--canary-kind input) only")
+        if self.canary_kind != "input" and (self.input_design or self.reference_model):
+            given = "--input-design" if self.input_design else "--reference-model"
+            raise ValueError(
+                f"{given} applies to input canaries only; add --canary-kind input (the "
+                f"{self.canary_kind} canaries ignore it)"
+            )
+        for name, limit, why in AUDIT_LIMITS:
+            value = getattr(self, name)
+            if value is not None:
+                check_at_most(f"--{name}", value, limit, why)
         if self.seed < 0:
             raise ValueError(f"--seed must be >= 0, got {self.seed!r}")
         if not (math.isfinite(self.grid) and self.grid > 0):

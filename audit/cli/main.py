@@ -44,14 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _subcommand(argv[0])(argv[1:])
         return run_main(argv)
     except ValueError as exc:  # includes DatasetUnavailable: bad input, one line, status 2
-        print(f"error: {exc}", file=sys.stderr)
+        _error(exc)
         return 2
     except RuntimeError as exc:
         from audit.sweep.jobs import SweepIncomplete
 
         if not isinstance(exc, SweepIncomplete):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        _error(exc)
         return 1
     except SystemExit as exc:  # argparse --help (0)
         return exc.code if isinstance(exc.code, int) else 2
@@ -61,3 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+
+
+def _error(exc: Exception) -> None:
+    """The one ``error:`` line: line breaks in the message (a user's exception text) become
+    spaces, and a path that is no valid UTF-8 (an undecodable byte from the command line) is
+    written with backslash escapes rather than failing to print."""
+    line = " ".join(f"error: {exc}".split("\n"))
+    print(line.encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)

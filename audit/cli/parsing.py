@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
@@ -42,6 +44,24 @@ def positive_int_or_all(text: str) -> int | None:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer or 'all', got {text!r}") from None
+
+
+def finite_float(text: str) -> float:
+    """A finite number: ``nan`` and ``inf``, which ``float`` takes, are refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def path_arg(text: str) -> Path:
+    """A path; an empty one, which ``Path`` would take as the current folder, is refused."""
+    if text == "":
+        raise argparse.ArgumentTypeError("expected a path, got an empty one")
+    return Path(text)
 
 
 def add_verbosity(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,13 @@ from pathlib import Path
 
 from audit.check import DEFAULT_SIGMAS, DEFAULT_TOLERANCE_FLOOR
 from audit.cli.logs import configure_logging
-from audit.cli.parsing import Parser, add_verbosity
+from audit.cli.parsing import Parser, add_verbosity, finite_float, path_arg
+from dpvae_core.path_checks import (
+    check_input_dir,
+    check_input_file,
+    check_output_dir,
+    check_output_file,
+)
 
 COMMANDS = ("report", "check")
 IMAGE_FORMATS = ("png", "pdf", "svg")
@@ -35,10 +41,10 @@ def build_report_parser() -> argparse.ArgumentParser:
         "skipped. A folder of attacked releases (benchmark.py attack) gets its release report "
         "again.",
     )
-    p.add_argument("dir", type=Path, metavar="DIR", help="a sweep's output directory")
+    p.add_argument("dir", type=path_arg, metavar="DIR", help="a sweep's output directory")
     p.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         default=None,
         metavar="REPORT_DIR",
         help=f"where the report goes (default DIR/{REPORT_DIR})",
@@ -54,7 +60,7 @@ def build_report_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--limits",
         nargs="+",
-        type=float,
+        type=finite_float,
         metavar="AP",
         default=list(MI_AP_LIMITS),
         help="MI AP limits of the sweet-spot table (the trade-off paper's Section 5.2; default: "
@@ -63,7 +69,7 @@ def build_report_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--data-home",
-        type=Path,
+        type=path_arg,
         default=None,
         help="where downloadable datasets (LFW, MotionSense) live, for the grids",
     )
@@ -87,18 +93,24 @@ def build_check_parser() -> argparse.ArgumentParser:
         "should have), or calibrate a thresholds file from measured sweeps.",
     )
     p.add_argument(
-        "dir", type=Path, nargs="?", metavar="DIR", help="the sweep to check (with --thresholds)"
+        "dir",
+        type=path_arg,
+        nargs="?",
+        metavar="DIR",
+        help="the sweep to check (with --thresholds)",
     )
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--thresholds", type=Path, metavar="FILE", help="thresholds JSON to enforce")
+    mode.add_argument(
+        "--thresholds", type=path_arg, metavar="FILE", help="thresholds JSON to enforce"
+    )
     mode.add_argument(
         "--calibrate",
-        type=Path,
+        type=path_arg,
         nargs="+",
         metavar="DIR",
         help="sweep directories (e.g. several seeds) to calibrate thresholds from",
     )
-    p.add_argument("--write", type=Path, metavar="FILE", help="calibration: the file to write")
+    p.add_argument("--write", type=path_arg, metavar="FILE", help="calibration: the file to write")
     p.add_argument(
         "--source-command",
         action="append",
@@ -109,14 +121,14 @@ def build_check_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--sigmas",
-        type=float,
+        type=finite_float,
         default=None,
         metavar="K",
         help=f"calibration: limits = mean +- k sd (default {DEFAULT_SIGMAS:g})",
     )
     p.add_argument(
         "--tolerance",
-        type=float,
+        type=finite_float,
         default=None,
         metavar="FLOOR",
         help="calibration: tolerance floor stored in every entry "
@@ -158,6 +170,12 @@ class CalibrateRequest:
 
 
 def report_request(args: argparse.Namespace) -> ReportRequest:
+    """The report's request; its paths are checked first (nothing is created)."""
+    check_input_dir(args.dir, "DIR", kind="sweep's output directory")
+    if args.out is not None:
+        check_output_dir(args.out, "--out")
+    if args.data_home is not None:
+        check_input_dir(args.data_home, "--data-home")
     return ReportRequest(
         run_dir=args.dir,
         out=args.out,
@@ -183,6 +201,9 @@ def check_request(args: argparse.Namespace) -> CheckRequest | CalibrateRequest:
                 f"--write {str(args.write)!r} is a directory; give the thresholds FILE to "
                 f"write, e.g. {str(args.write / 'thresholds.json')!r}"
             )
+        check_output_file(args.write, "--write")
+        for run_dir in args.calibrate:
+            check_input_dir(run_dir, "--calibrate", kind="sweep's output directory")
         return CalibrateRequest(
             run_dirs=tuple(args.calibrate),
             write=args.write,
@@ -196,6 +217,8 @@ def check_request(args: argparse.Namespace) -> CheckRequest | CalibrateRequest:
         raise ValueError(
             "--write, --sigmas, --tolerance and --source-command belong to --calibrate"
         )
+    check_input_file(args.thresholds, "--thresholds", kind="thresholds file")
+    check_input_dir(args.dir, "DIR", kind="sweep's output directory")
     return CheckRequest(run_dir=args.dir, thresholds=args.thresholds)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audit.cli.logs import configure_logging
-from audit.cli.parsing import Parser, add_verbosity, positive_int_or_all
+from audit.cli.parsing import Parser, add_verbosity, finite_float, path_arg, positive_int_or_all
 
 SUBCOMMANDS = ("epsilon", "audit", "report", "check")
 
@@ -61,7 +61,10 @@ def build_run_parser() -> argparse.ArgumentParser:
         "within the hour on 2 cores; paper: the trade-off paper's scale (GPU)",
     )
     p.add_argument(
-        "--out", type=Path, default=None, help="output directory (default results/DATASET-PROFILE)"
+        "--out",
+        type=path_arg,
+        default=None,
+        help="output directory (default results/DATASET-PROFILE)",
     )
     p.add_argument("--seeds", nargs="+", type=int, default=[0], help="root seeds, one run each")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
@@ -77,7 +80,7 @@ def build_run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--data-home",
-        type=Path,
+        type=path_arg,
         default=None,
         help="where downloadable datasets (LFW, MotionSense) live or are downloaded to",
     )
@@ -103,7 +106,7 @@ def build_run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--grid",
         nargs="+",
-        type=float,
+        type=finite_float,
         default=None,
         help="parameter values replacing the mechanism's default grid ("
         + "; ".join(f"{label} for {', '.join(mechs)}" for label, mechs in params.items())
@@ -161,10 +164,10 @@ def build_run_parser() -> argparse.ArgumentParser:
         help="a running Ray cluster (e.g. auto, ray://host:10001); default: start a local one",
     )
     ex.add_argument(
-        "--cell-cpus", type=float, default=None, metavar="N", help="CPUs per cell task (1)"
+        "--cell-cpus", type=finite_float, default=None, metavar="N", help="CPUs per cell task (1)"
     )
     ex.add_argument(
-        "--cell-gpus", type=float, default=None, metavar="N", help="GPUs per cell task (0)"
+        "--cell-gpus", type=finite_float, default=None, metavar="N", help="GPUs per cell task (0)"
     )
 
     prof = p.add_argument_group("profile overrides (defaults come from --profile)")
@@ -177,9 +180,11 @@ def build_run_parser() -> argparse.ArgumentParser:
         f"{PROFILES[ProfileName.QUICK].epochs}, {quick_series} for series datasets)",
     )
     prof.add_argument("--batch-size", type=int, help=f"VAE batch size (standard: {std.batch_size})")
-    prof.add_argument("--lr", type=float, help=f"VAE Adam learning rate (standard: {std.lr})")
+    prof.add_argument(
+        "--lr", type=finite_float, help=f"VAE Adam learning rate (standard: {std.lr})"
+    )
     prof.add_argument("--latent-dim", type=int, help=f"latent size d (standard: {std.latent_dim})")
-    prof.add_argument("--beta", type=float, help=f"KL weight (standard: {std.beta})")
+    prof.add_argument("--beta", type=finite_float, help=f"KL weight (standard: {std.beta})")
     prof.add_argument(
         "--attack-samples",
         type=int,
@@ -348,11 +353,11 @@ def run_main(argv: Sequence[str]) -> int:
     configure_logging(args.verbose)
     config = config_from_args(args)
     from audit.sweep.runner import report_command, run_sweep
-    from dpvae_core.progress import null_progress
-
-    _check_device_available(config.device)
     from dpvae_core.precision import check_precision_supported
+    from dpvae_core.progress import null_progress
+    from dpvae_core.validation import check_device
 
+    check_device(config.device)
     check_precision_supported(config.precision, config.device)
     result = run_sweep(
         config,
@@ -371,18 +376,3 @@ def run_main(argv: Sequence[str]) -> int:
         rerun = report_command(config.out, config.data_home)
         print(f"no report (it failed, see the warning above); rerun: {rerun}")
     return 0
-
-
-def _check_device_available(device: str) -> None:
-    if not device.startswith("cuda"):
-        return
-    import torch
-
-    if not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: CUDA is not available here; use --device cpu")
-    index = int(device.partition(":")[2] or 0)
-    if index >= torch.cuda.device_count():
-        raise ValueError(
-            f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s), "
-            f"cuda:0..cuda:{torch.cuda.device_count() - 1}"
-        )

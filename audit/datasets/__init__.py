@@ -7,6 +7,7 @@ Submodules import each other, never this package's ``__init__``.
 from audit.datasets.catalog import (
     SPECS,
     WINDOWED_DATASETS,
+    check_data_home,
     check_dataset_name,
     dataset_modality,
     dataset_names,
@@ -35,6 +36,7 @@ __all__ = [
     "DatasetUnavailable",
     "Split",
     "check_class_counts",
+    "check_data_home",
     "check_dataset_name",
     "content_hash",
     "dataset_modality",

@@ -69,6 +69,25 @@ def resolve_window_stride(name: str, stride: int | None) -> int | None:
     return stride
 
 
+def check_data_home(name: str, data_home: Path | None) -> None:
+    """Before loading (the sweep, ``audit``): refuse a ``--data-home`` that the dataset would
+    not read (an embedded dataset, or an ``npz:`` file) or that is a file; a missing folder is
+    fine (a download makes it, and a failed one removes it again)."""
+    check_dataset_name(name)
+    if data_home is None:
+        return
+    readers = [n for n, spec in SPECS.items() if spec.reads_data_home]
+    if name not in readers:
+        raise ValueError(
+            f"--data-home applies to the datasets read from disk or downloaded "
+            f"({', '.join(readers)}); --dataset {name} reads none, drop --data-home"
+        )
+    if str(data_home) == "":
+        raise ValueError("--data-home is empty; give a directory")
+    if Path(data_home).exists() and not Path(data_home).is_dir():
+        raise ValueError(f"--data-home {str(data_home)!r} is a file; give a directory")
+
+
 def load_dataset(
     name: str, *, data_home: Path | None = None, window_stride: int | None = None
 ) -> Dataset:

@@ -165,6 +165,8 @@ class DatasetSpec:
     class, not the profiles' fixed 50; :func:`audit.profiles.profile_for_dataset`).
     ``profile_overrides``: per profile name, (setting, value) pairs that replace the profile's
     for this dataset (measured where they are declared); a user's flag still overrides them.
+    ``reads_data_home``: whether the loader reads (or downloads to) ``--data-home``; the others
+    are embedded, and a ``--data-home`` given for them is refused rather than ignored.
     """
 
     name: str
@@ -176,6 +178,7 @@ class DatasetSpec:
     train_per_class: int | None = None
     classes: int | None = None
     profile_overrides: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    reads_data_home: bool = False
 
     def overrides_for(self, profile: str) -> dict[str, Any]:
         """The settings this dataset replaces in ``profile`` (empty: none)."""

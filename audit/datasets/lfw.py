@@ -4,6 +4,10 @@ read through scikit-learn's ``fetch_lfw_people``."""
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -44,6 +48,36 @@ def _lfw_top_identities(name: str, k: int, data_home: Path | None, side: int = 6
     layout is scikit-learn's ``lfw_home/lfw_funneled/<Name>/<Name>_NNNN.jpg``. Ties in image count
     at the k-th identity are broken by name.
     """
+    with _removed_on_failure(_sklearn_home(data_home) / "lfw_home"):
+        return _read_lfw(name, k, data_home, side)
+
+
+def _sklearn_home(data_home: Path | None) -> Path:
+    """The folder scikit-learn keeps its data in (without creating it, as ``get_data_home``
+    does)."""
+    if data_home is not None:
+        return Path(data_home).expanduser()
+    return Path(os.environ.get("SCIKIT_LEARN_DATA", Path.home() / "scikit_learn_data"))
+
+
+@contextmanager
+def _removed_on_failure(path: Path) -> Iterator[None]:
+    """Within the block, folders made on the way to ``path`` (scikit-learn makes the data home
+    and ``lfw_home`` before it downloads) are removed again if the block fails: a refused load
+    leaves nothing behind."""
+    top = Path(os.path.abspath(path))
+    while not top.parent.exists() and top.parent != top:
+        top = top.parent
+    made = None if top.exists() else top
+    try:
+        yield
+    except BaseException:
+        if made is not None and made.exists():
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+
+
+def _read_lfw(name: str, k: int, data_home: Path | None, side: int) -> Dataset:
     from skimage.transform import resize
     from sklearn.datasets import fetch_lfw_people, get_data_home
 
@@ -148,6 +182,7 @@ LFW_SPECS = (
         name="lfw20",
         modality=Modality.IMAGE,
         loader=partial(_lfw_top_identities, "lfw20", 20),
+        reads_data_home=True,
         train_per_class=LFW_TRAIN_PER_CLASS,
         classes=20,
         profile_overrides=LFW_PROFILE_OVERRIDES,
@@ -156,6 +191,7 @@ LFW_SPECS = (
         name="lfw50",
         modality=Modality.IMAGE,
         loader=partial(_lfw_top_identities, "lfw50", 50),
+        reads_data_home=True,
         train_per_class=LFW_TRAIN_PER_CLASS,
         classes=50,
         profile_overrides=LFW_PROFILE_OVERRIDES,

@@ -379,4 +379,5 @@ SPEC = DatasetSpec(
     split_fractions=SPLIT_FRACTIONS,
     window_stride=WINDOW,
     channel_ranges=RANGES,
+    reads_data_home=True,
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,10 @@ from audit.datasets.split import check_class_counts
 
 #: A dataset name ``npz:PATH`` names the user's file at PATH.
 NPZ_PREFIX = "npz:"
+
+#: What reading a damaged .npz raises: a truncated archive ``zipfile.BadZipFile`` (not an OSError)
+#: or ``zlib.error``, a file of something else ``ValueError`` (it would need pickle) or ``OSError``.
+NPZ_READ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
 
 #: What an .npz's X may hold (see :func:`npz_pixels`).
 NPZ_PIXEL_RULE = (
@@ -50,7 +56,7 @@ def load_npz(path: Path) -> Dataset:
             x, y = data["X"], data["y"]
     except DatasetUnavailable:
         raise
-    except (OSError, ValueError, EOFError) as exc:  # zipfile.BadZipFile is an OSError here too
+    except NPZ_READ_ERRORS as exc:
         raise DatasetUnavailable(
             f"{where} is not a readable .npz archive of arrays X and y "
             f"({type(exc).__name__}); write it with numpy.savez(path, X=..., y=...)"

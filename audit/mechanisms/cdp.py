@@ -33,6 +33,7 @@ from audit.options import (
     MechanismOptions,
     choice,
     delta_value,
+    float_in_range,
     non_negative_float,
     option,
     positive_float,
@@ -40,6 +41,7 @@ from audit.options import (
 )
 from audit.privacy.claim import Conversion, PrivacyClaim
 from audit.privacy.dp_sgd_accounting import cdp_claim, noise_multiplier_for_epsilon
+from audit.privacy.noise_calibration import MAX_NOISE_MULTIPLIER, MIN_NOISE_MULTIPLIER
 from dpvae_core.schedule import dp_sgd_steps
 from dpvae_core.seeding import Purpose, derive_seed
 from dpvae_core.validation import check_batch
@@ -149,7 +151,7 @@ class CdpEpsilonParams(AccountingParams):
     )
     noise_multiplier: float | None = option(
         "noise multiplier z (noise std / clip norm); prints epsilon",
-        non_negative_float("noise_multiplier"),
+        float_in_range("noise_multiplier", MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER, zero=True),
         "Z",
         cli_type=float,
     )

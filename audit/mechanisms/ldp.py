@@ -30,12 +30,13 @@ from audit.options import (
     AccountingParams,
     MechanismOptions,
     choice,
+    float_in_range,
     option,
-    positive_float,
     positive_int,
 )
 from audit.privacy.claim import PrivacyClaim
 from audit.privacy.laplace import laplace_claim
+from audit.privacy.noise_calibration import MIN_NOISE_MULTIPLIER
 from audit.privacy.pixelization import pixelization_claim, valid_block_sizes
 from dpvae_core.records import Modality, record_modality
 from dpvae_core.seeding import Purpose, torch_generator
@@ -63,6 +64,10 @@ class PixelizationOptions:
 
 #: eps_i grids: the trade-off paper's for images (Fan's pixelization, LFW) and for series
 #: (MotionSense).
+#: The eps_i the mechanism takes: from the noise calibration's floor (1e-4: a Laplace scale of
+#: 1/eps_i stays far inside float32) to 1e12 (epsilon grows linearly in eps_i and the noise
+#: vanishes, both computed without overflow far past it; a test keeps the images at 1e9).
+EPS_I_RANGE = (MIN_NOISE_MULTIPLIER, 1e12)
 DEFAULT_GRIDS: dict[Modality, tuple[float, ...]] = {
     Modality.IMAGE: (10000.0, 5000.0, 1000.0, 500.0, 100.0),
     Modality.SERIES: (10.0, 1.0, 0.5, 0.1, 0.01),
@@ -108,7 +113,10 @@ class LdpEpsilonParams(AccountingParams):
     mechanism: ClassVar[str] = "ldp"
     required: ClassVar[tuple[str, ...]] = ("eps_i", "height", "width")
     eps_i: float | None = option(
-        "epsilon eps_i of one channel's pixelization", positive_float("eps_i"), "E", cli_type=float
+        "epsilon eps_i of one channel's pixelization",
+        float_in_range("eps_i", *EPS_I_RANGE),
+        "E",
+        cli_type=float,
     )
     channels: int | None = option(
         "channels perturbed independently (default 3, RGB)",
@@ -212,6 +220,7 @@ class LocalDP(Mechanism):
     default_grid = DEFAULT_GRIDS[Modality.IMAGE]
     options_type = LdpOptions
     accounting_type = LdpEpsilonParams
+    param_range = EPS_I_RANGE
     modalities = frozenset({Modality.IMAGE, Modality.SERIES})
     modality_reason = (
         "pixelization perturbs images and the Laplace mechanism series on a bounded range; "

@@ -14,6 +14,7 @@ from attacks.threat import ReleaseKind
 from audit.config import CellConfig
 from audit.options import AccountingParams, MechanismOptions, NoOptions
 from audit.privacy.claim import PrivacyClaim
+from audit.privacy.noise_calibration import MAX_NOISE_MULTIPLIER, MIN_NOISE_MULTIPLIER
 from dpvae_core.progress import ProgressFactory
 from dpvae_core.records import Modality, record_modality
 from dpvae_core.seeding import Purpose, derive_seed
@@ -162,6 +163,12 @@ class Mechanism(ABC):
     modalities: ClassVar[frozenset[Modality]] = frozenset(Modality)
     #: Why the others are refused, for the error line.
     modality_reason: ClassVar[str] = ""
+    #: The values the parameter may take (:meth:`validate_value`): the range in which the
+    #: accounting and the noise are computed without overflow (Opacus's RDP fails past 1e300 and
+    #: divides by zero near 1e-300; float32 noise overflows past 3.4e38). The default, that of
+    #: the noise multiplier calibration (:mod:`audit.privacy.noise_calibration`), spans epsilons
+    #: from millions to zero for every mechanism here.
+    param_range: ClassVar[tuple[float, float]] = (MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER)
 
     def check_modality(self, record_shape: tuple[int, ...]) -> None:
         """Refuse records of a modality the mechanism is not defined for, in one line."""
@@ -174,9 +181,15 @@ class Mechanism(ABC):
             )
 
     def validate_value(self, value: float | None) -> None:
+        low, high = self.param_range
         if value is None or not math.isfinite(value) or value <= 0:
             raise ValueError(
                 f"{self.name}: {self.param_name} must be a positive finite number, got {value!r}"
+            )
+        if not low <= value <= high:
+            raise ValueError(
+                f"{self.name}: {self.param_name} must lie in [{low:g}, {high:g}] (where its "
+                f"accounting and noise are computed without overflow), got {value!r}"
             )
 
     def default_grid_for(self, modality: str) -> tuple[float, ...]:

@@ -36,11 +36,12 @@ from audit.options import (
     MechanismOptions,
     choice,
     delta_value,
+    float_in_range,
     option,
-    positive_float,
     positive_int,
 )
 from audit.privacy.claim import GaussianConversion, PrivacyClaim
+from audit.privacy.noise_calibration import MAX_NOISE_MULTIPLIER, MIN_NOISE_MULTIPLIER
 from audit.privacy.vae_ldp_accounting import MEAN_BOUND, vae_ldp_claim
 from dpvae_core.records import Modality
 from dpvae_core.seeding import Purpose, derive_seed, torch_generator
@@ -95,7 +96,10 @@ class VaeLdpEpsilonParams(AccountingParams):
     mechanism: ClassVar[str] = "vae-ldp"
     required: ClassVar[tuple[str, ...]] = ("sigma", "latent_dim", "delta")
     sigma: float | None = option(
-        "noise bound sigma of the perturbation VAE", positive_float("sigma"), "S", cli_type=float
+        "noise bound sigma of the perturbation VAE",
+        float_in_range("sigma", MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER),
+        "S",
+        cli_type=float,
     )
     latent_dim: int | None = option(
         f"latent dimensions d; sensitivity 2 * {MEAN_BOUND:g} * sqrt(d)",

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import io
+import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
+
+log = logging.getLogger(__name__)
 
 Decode = Callable[..., torch.Tensor]
 Encode = Callable[..., tuple[torch.Tensor, torch.Tensor]]
@@ -102,18 +107,38 @@ def as_released(obj: object, *, whole: bool, where: str) -> nn.Module:
     return obj
 
 
+@contextmanager
+def user_code(where: str) -> Iterator[None]:
+    """Run the user's code (``where`` names it): what it prints goes to the log (shown with
+    ``-v``) rather than into the command's output, and a ``sys.exit`` in it is refused in one
+    line instead of ending the command."""
+    printed = io.StringIO()
+    try:
+        with redirect_stdout(printed), redirect_stderr(printed):
+            yield
+    except SystemExit as exc:
+        raise ValueError(
+            f"{where} called sys.exit({exc.code!r}); an entry point and the model it returns "
+            "must return, not exit"
+        ) from None
+    finally:
+        if printed.getvalue():
+            log.info("%s printed: %s", where, printed.getvalue().rstrip())
+
+
 def load_entry_point(spec: str, *, flag: str) -> Callable[[], object]:
     """The function named by ``spec``: ``PKG.MOD:FN`` (importable) or ``path/to/file.py:FN``."""
     where = f"{flag} {spec!r}"
     target, sep, name = spec.rpartition(":")
     if not sep or not target or not name.isidentifier():
         raise ValueError(f"{where}: expected PKG.MOD:FN or path/to/file.py:FN")
-    try:
-        module = _import(target)
-    except Exception as exc:  # the user's module: any failure is bad input
-        raise ValueError(
-            f"{where}: cannot import {target!r} ({type(exc).__name__}: {exc})"
-        ) from None
+    with user_code(where):
+        try:
+            module = _import(target)
+        except Exception as exc:  # the user's module: any failure is bad input
+            raise ValueError(
+                f"{where}: cannot import {target!r} ({type(exc).__name__}: {exc})"
+            ) from None
     fn = getattr(module, name, None)
     if not callable(fn):
         raise ValueError(f"{where}: {target!r} has no function {name!r}")
@@ -139,10 +164,11 @@ def load_model(spec: str, *, whole: bool, device: str = "cpu") -> nn.Module:
     ``device``, in eval mode."""
     flag = "--vae" if whole else "--decoder"
     fn = load_entry_point(spec, flag=flag)
-    try:
-        obj = fn()
-    except Exception as exc:  # the user's code
-        raise ValueError(f"{flag} {spec!r} failed ({type(exc).__name__}: {exc})") from None
+    with user_code(f"{flag} {spec!r}"):
+        try:
+            obj = fn()
+        except Exception as exc:  # the user's code
+            raise ValueError(f"{flag} {spec!r} failed ({type(exc).__name__}: {exc})") from None
     return as_released(obj, whole=whole, where=f"{flag} {spec!r}").to(device).eval()
 
 
@@ -160,9 +186,11 @@ def check_model(
     device = next(iter(model.parameters()), torch.empty(0)).device
     x, y = x.to(device), y.to(device)
     shape, d = tuple(x.shape[1:]), model.latent_dim
-    with torch.inference_mode():
+    z = torch.randn(len(x), d, generator=torch.Generator().manual_seed(0))
+    z[0] = 0  # the prior's mode and seeded draws from it
+    with torch.inference_mode(), user_code(where):
         try:
-            out = model.decode(torch.zeros(len(x), d, device=device), y)
+            out = model.decode(z.to(device), y)
         except Exception as exc:  # the user's code
             raise ValueError(
                 f"{where}: decode failed on one batch of {len(x)} latents of size {d} "

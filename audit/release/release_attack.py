@@ -46,6 +46,7 @@ from audit.rows.derived import accuracy_valid
 from audit.rows.filling import result_rows
 from audit.rows.row import Row
 from dpvae_core.progress import ProgressFactory, null_progress
+from dpvae_core.validation import check_fits_memory
 from models.generation import gen_labels, generate
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ def attack_release(
         check_model(model, data.x[:2], data.y[:2], value_range=config.value_range, where=where)
     samples = records.records(Role.SAMPLES)
     if samples is None and model is not None:
-        samples = _draw_samples(model, records, config)
+        samples = _draw_samples(model, records, config, where=where)
     release = Release(
         model=model if whole else None,
         decoder=model,
@@ -200,7 +201,11 @@ def _rows(
 
 
 def _draw_samples(
-    model: nn.Module, records: ReleaseRecords, config: ReleaseAttackConfig
+    model: nn.Module,
+    records: ReleaseRecords,
+    config: ReleaseAttackConfig,
+    *,
+    where: str = "--decoder",
 ) -> Records:
     """D_gen drawn from the released decoder: z ~ N(0, I), seeded from the config's seed; n =
     ``gen_records``, else half the attacked records (members plus non-members, rounded down:
@@ -217,8 +222,25 @@ def _draw_samples(
     draws over the same records and seed give the same samples."""
     labels_from = torch.from_numpy(records.pool_labels())
     n = config.gen_records or len(labels_from) // 2
+    check_sample_memory(n, records.members.record_shape)
     x, y = generate(model, gen_labels(labels_from, n, seed=config.seed), seed=config.seed)
+    bad = int((~torch.isfinite(x).flatten(1).all(1)).sum())
+    if bad:
+        raise ValueError(
+            f"{where}: decode returned NaN or infinite values for {bad} of the {n} latents "
+            "drawn from the prior N(0, I) (the samples the attacks read)"
+        )
     return Records(x.float().clamp(*config.value_range), y)
+
+
+def check_sample_memory(n: int, record_shape: tuple[int, ...]) -> None:
+    """Refuse ``n`` samples of ``record_shape`` that would not fit in memory (float32, the
+    decoder's output and its clamped copy; --gen-records, before the decoder draws any)."""
+    check_fits_memory(
+        f"--gen-records {n}",
+        2 * 4 * n * math.prod(record_shape),
+        f"{n} samples of shape {tuple(record_shape)} in float32, twice",
+    )
 
 
 def _config_hash(

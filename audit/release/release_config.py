@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from attacks.attack import check_positive_ints, check_seed
 from audit.cell.attack_plan import check_requested
+from audit.profiles import SIZE_LIMIT_REASON, SIZE_LIMITS
 from audit.release.record_sets import SERIES_RANGE
 from dpvae_core.records import Modality
-from dpvae_core.validation import parse_enum
+from dpvae_core.validation import check_at_most, parse_enum
 
 #: The longest release name (it titles the report and names its figure files).
 NAME_MAX = 80
@@ -82,6 +83,8 @@ class ReleaseAttackConfig:
         check_positive_ints(
             attack_samples=self.attack_samples, classifier_epochs=self.classifier_epochs
         )
+        for name in ("attack_samples", "classifier_epochs"):
+            check_at_most(name, getattr(self, name), SIZE_LIMITS[name], SIZE_LIMIT_REASON)
         if self.gen_records is not None and self.gen_records < 1:
             raise ValueError(f"gen_records must be a positive integer, got {self.gen_records!r}")
         _check_claim(self.epsilon, self.delta)

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import math
+
 from audit.cell.attack_plan import attack_settings, check_ssim_window, plan_attacks
 from audit.config import CellConfig, SweepConfig
 from audit.datasets import Dataset, Split, dataset_modality
 from audit.mechanisms import BASELINE, DataFacts, Mechanism, get_mechanism
 from audit.options import MechanismOptions
+from dpvae_core.validation import check_fits_memory
 from models.face_embedding import FACE_EMBEDDING, INSTALL_HINT
 from models.face_embedding import available as face_embedding_available
 
@@ -109,6 +112,28 @@ def check_sweep(config: SweepConfig, data: tuple[Dataset, dict[int, Split]] | No
         options = config.options_for(name) or mech.options_type()
         grid = [value for _, value in _grid(mech, config, options)]
         mech.check_options(options, grid=grid, batch_size=config.profile.batch_size, data=facts)
+    if facts is not None:
+        _check_sizes(config, facts)
+
+
+def _check_sizes(config: SweepConfig, facts: DataFacts) -> None:
+    """The sizes the loaded data bounds, for every mechanism the non-private baseline included:
+    a batch of at most |D_train| records (after the ``max_train`` cap), and a D_gen that fits in
+    memory (its records in float32 and the utility classifier's copy of them)."""
+    batch_size, n_train = config.profile.batch_size, facts.n_train
+    if batch_size > n_train:
+        raise ValueError(
+            f"--batch-size {batch_size} exceeds |D_train| = {n_train} (after the max-train cap) "
+            f"for every mechanism, {BASELINE} included; choose a batch size of at most {n_train}"
+        )
+    n_gen = config.profile.gen_records or n_train
+    values = math.prod(facts.record_shape)
+    check_fits_memory(
+        f"--gen-records {n_gen}",
+        2 * 4 * n_gen * values,
+        f"{n_gen} generated records of shape {tuple(facts.record_shape)} in float32, and the "
+        "utility classifier's copy",
+    )
 
 
 def _data_facts(config: SweepConfig, dataset: Dataset, splits: dict[int, Split]) -> DataFacts:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit import io, results
+from audit import results
 from audit.config import ExecutorName, SweepConfig
-from audit.datasets import dataset_split, load_dataset
+from audit.datasets import check_data_home, dataset_split, load_dataset
 from audit.results import CELLS_DIR, RUNS_CSV
 from audit.sweep.executors import CellFailed, make_executor
 from audit.sweep.jobs import (
@@ -25,6 +25,7 @@ from audit.sweep.jobs import (
     _version,
 )
 from audit.sweep.plan import build_cells, check_sweep
+from dpvae_core.path_checks import check_output_dir
 from dpvae_core.progress import ProgressFactory, null_progress
 
 log = logging.getLogger(__name__)
@@ -106,20 +107,20 @@ def run_sweep(
     replaces :func:`compute_cell` (tests only: e.g. a worker that dies on its first attempt).
     """
     check_sweep(config)  # before loading any data
+    check_data_home(config.dataset, config.data_home)
+    out = check_output_dir(config.out, "--out")  # creates nothing: the first write does
+    executor = (
+        make_executor(config.executor, config.ray)  # a missing Ray fails here, before any write
+        if config.executor is ExecutorName.RAY
+        else None
+    )
     dataset = load_dataset(  # fails before any write
         config.dataset, data_home=config.data_home, window_stride=config.window_stride
     )
     splits = {s: dataset_split(dataset, s) for s in config.seeds}
     check_sweep(config, (dataset, splits))
     pairs = build_cells(config, data_sha256=dataset.content_hash)
-    out = Path(config.out)
-    io.check_writable_dir(out)
     version = code_version()
-    executor = (
-        make_executor(config.executor, config.ray)  # a missing Ray fails here, before any write
-        if config.executor is ExecutorName.RAY
-        else None
-    )
     failed: list[CellFailed] = []
     with results.sweep_session(out):  # from here on, no other sweep cleans temporary files
         results.claim_run(out, [cell.canonical() for cell, _ in pairs])  # or refuse

@@ -6,54 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import benchmark
 from audit.cli.run_command import build_run_parser, config_from_args
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--dataset", "mnist"], "unknown dataset 'mnist'"),
-        (["--mech", "dpsgd"], "unknown mechanism 'dpsgd'"),
-        (["--seeds", "-3"], "non-negative"),
-        (["--epochs", "0"], "epochs must be a positive integer, got 0"),
-        (["--lr", "nan"], "lr must be a positive finite number"),
-        (["--grid", "-1"], "positive finite"),
-        (["--profile", "huge"], "invalid choice: 'huge'"),
-        (["--device", "tpu"], "unknown device 'tpu'"),
-        (["--max-train", "many"], "expected an integer or 'all'"),
-        (["--dataset", "npz:/does/not/exist.npz"], "does not exist"),
-        (["--dataset", "motionsense", "--window-stride", "0"], "must be a positive integer, got 0"),
-        (["--dataset", "motionsense", "--window-stride", "-250"], "positive integer, got -250"),
-        (["--dataset", "motionsense", "--window-stride", "2.5"], "invalid int value: '2.5'"),
-        (["--dataset", "basicmotions", "--window-stride", "50"], "not to 'basicmotions'"),
-        (
-            ["--mech", "cdp-termwise", "--termwise-accounting", "composed"],
-            "termwise accounting 'composed' is refused",
-        ),
-    ],
-)
-def test_bad_input_is_one_line_and_status_2(argv, message, tmp_path, capsys):
-    out = tmp_path / "out"
-    code = benchmark.main([*argv, "--out", str(out), "--no-progress"])
-    err = capsys.readouterr().err.strip()
-    assert code == 2
-    assert err.startswith("error:") and message in err and "\n" not in err
-    assert not out.exists()
-
-
-def test_epsilon_refuses_composed_termwise_accounting(capsys):
-    argv = ["epsilon", "--mech", "cdp-termwise", "--n-train", "926", "--batch-size", "32"]
-    argv += ["--epochs", "1000", "--noise-multiplier", "1", "--termwise-accounting", "composed"]
-    code = benchmark.main(argv)
-    err = capsys.readouterr().err.strip()
-    assert code == 2
-    assert err.startswith("error:") and "'composed' is refused" in err and "\n" not in err
-    assert "allowed: stacked" in err
 
 
 def test_lfw20_offline_is_one_line_and_writes_nothing(tmp_path):
@@ -81,6 +37,7 @@ def test_lfw20_offline_is_one_line_and_writes_nothing(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--data-home" in lines[0], proc.stderr
     assert not out.exists()
+    assert not (tmp_path / "no-lfw-here").exists()  # the failed download's folders are removed
 
 
 def test_help_explains_every_option():
@@ -159,62 +116,6 @@ def test_series_datasets_get_their_own_quick_epochs():
     assert standard.profile == PROFILES[ProfileName.STANDARD]
 
 
-QUICK_DIGITS = ["--dataset", "digits", "--profile", "quick"]
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        # options checked against the data before any cell (issue 13, item 4)
-        (["--mech", "cdp", "--batch-size", "60"], "--batch-size 60 exceeds |D_train| = 50"),
-        (["--mech", "ldp", "--pixel-block", "3"], "pixel block b=3 does not tile the 8x8"),
-        (["--mech", "ldp", "--ldp-scope", "some"], "unknown ldp scope 'some'"),
-        (["--mech", "vae-ldp", "--perturbation-data", "x"], "unknown perturbation data 'x'"),
-        # options that do not apply are refused, not ignored
-        (["--mech", "ldp", "--target-epsilon", "5"], "--target-epsilon does not apply to --mech"),
-        (["--mech", "ldp", "--clip-norm", "1"], "--clip-norm does not apply to --mech ldp"),
-        (["--mech", "none", "--grid", "1"], "--grid does not apply to --mech none"),
-        (["--mech", "cdp", "--grid", "1", "--target-epsilon", "5"], "either --target-epsilon"),
-        (["--mech", "cdp", "ldp", "--grid", "1"], "cdp: noise_multiplier, ldp: eps_i"),
-        (["--mech", "all", "--grid", "1"], "with a --grid each"),
-        # item 9: no prefix matching, device names validated
-        (["--epoch", "3"], "unrecognized arguments: --epoch"),
-        (["--device", "cuda:banana"], "unknown device 'cuda:banana'"),
-        (["--device", "cuda:-1"], "unknown device 'cuda:-1'"),
-    ],
-)
-def test_bad_options_stop_before_any_work(argv, message, tmp_path, capsys):
-    out = tmp_path / "out"
-    code = benchmark.main([*QUICK_DIGITS, *argv, "--out", str(out), "--no-progress"])
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert err.startswith("error:") and message in err and "\n" not in err, err
-    assert not out.exists()
-
-
-def test_unusable_out_is_refused_before_training(tmp_path, capsys):
-    a_file = tmp_path / "runs.csv"
-    a_file.write_text("precious\n")
-    for out in (a_file, a_file / "sub"):
-        code = benchmark.main([*QUICK_DIGITS, "--out", str(out), "--no-progress"])
-        err = capsys.readouterr().err.strip()
-        assert code == 2 and err.startswith("error:") and str(a_file) in err, err
-        assert "\n" not in err
-    assert a_file.read_text() == "precious\n"
-
-
-def test_report_out_that_is_a_file_is_one_line(tmp_path, capsys):
-    from tests.audit.report.synthetic import synthetic_runs, write_runs
-
-    run_dir = tmp_path / "run"
-    write_runs(run_dir, synthetic_runs())
-    a_file = tmp_path / "report.md"
-    a_file.write_text("x")
-    code = benchmark.main(["report", str(run_dir), "--out", str(a_file), "--no-images"])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and "is an existing file" in err and "\n" not in err, err
-
-
 def test_help_shows_no_meaningless_defaults():
     text = build_run_parser().format_help()
     flat = " ".join(text.split())
@@ -222,12 +123,3 @@ def test_help_shows_no_meaningless_defaults():
     assert "(default: 0)" not in flat  # -v is a counter
     assert "the default) (default" not in flat
     assert "(default: lfw-subset)" in flat  # real defaults are still shown
-
-
-@pytest.mark.parametrize("sub", ["report", "check"])
-def test_subcommands_refuse_abbreviations(sub, tmp_path, capsys):
-    flag = "--form" if sub == "report" else "--thresh"
-    code = benchmark.main([sub, str(tmp_path), flag, "x"])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert "unrecognized arguments" in err or "is required" in err, err
