@@ -74,6 +74,11 @@ MEDIAN_SOURCE = (
 )
 
 
+#: The clip norms taken: with z up to 1e6 (:attr:`Mechanism.param_range`), z * C <= 1e12 is far
+#: inside float32, where the noise is drawn; 1e-6 is far below any gradient norm trained with.
+CLIP_NORM_RANGE = (1e-6, 1e6)
+
+
 def parse_clip_norm(value: Any, what: str = "clip norm") -> float | ClipNormRule:
     """A positive float, or :attr:`ClipNormRule.MEDIAN`; the ValueError quotes the bad value."""
     if isinstance(value, ClipNormRule):
@@ -86,6 +91,12 @@ def parse_clip_norm(value: Any, what: str = "clip norm") -> float | ClipNormRule
         raise ValueError(f"{what} must be a positive number or 'median', got {value!r}") from None
     if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
         raise ValueError(f"{what} must be a positive finite number or 'median', got {value!r}")
+    low, high = CLIP_NORM_RANGE
+    if not low <= number <= high:
+        raise ValueError(
+            f"{what} must lie in [{low:g}, {high:g}] (the noise std z * C stays a float32 "
+            f"number for every noise multiplier z) or be 'median', got {value!r}"
+        )
     return number
 
 

@@ -201,6 +201,14 @@ CASES: dict[str, dict[str, tuple]] = {
         "sweep cell-cpus without ray": (SWEEP + " --cell-cpus 2", "apply to --executor ray only"),
         "sweep cell-cpus nan": (SWEEP + " --cell-cpus nan", "expected a finite number"),
         "sweep clip-norm nan": (SWEEP + " --mech cdp --clip-norm nan", "clip"),
+        "sweep clip-norm 1e300": (SWEEP + " --mech cdp --clip-norm 1e300", "must lie in [1e-06"),
+        "sweep dp2vae clip-norm 1e-300": (
+            SWEEP + " --mech dp2vae --clip-norm 1e-300",
+            "clip norm must lie in [1e-06, 1e+06]",
+        ),
+        "audit clip-norm 1e300": (AUDIT + " --clip-norm 1e300", "clip norm must lie in"),
+        "sweep vae-ldp grid 1e7": (SWEEP + " --mech vae-ldp --grid 1e7", "sigma must lie in"),
+        "epsilon ldp eps_i 1e13": (LDP + " --eps-i 1e13", "in [0.0001, 1e+12]"),
         "sweep delta 1": (SWEEP + " --mech cdp --delta 1", "delta must lie in the open interval"),
         "sweep delta nan": (SWEEP + " --mech cdp --delta nan", "delta must lie in the open"),
         "sweep target-epsilon 0": (SWEEP + " --mech cdp --target-epsilon 0", "finite number > 0"),
@@ -657,6 +665,10 @@ PATHS: dict[str, tuple] = {
         CHECK.replace("thresholds.json", "nothing.json"),
         "--thresholds '{fx}/nothing.json' does not exist",
     ),
+    "check thresholds name not UTF-8": (
+        CHECK.replace("thresholds.json", "caf\udce9.json"),
+        "--thresholds '{fx}/caf\\udce9.json' does not exist",
+    ),
     "check thresholds empty": (
         CHECK.replace("thresholds.json", "empty.json"),
         "is an empty file",
@@ -792,6 +804,10 @@ PROCESS_CASES = {
     "attack on cuda without a GPU": (WITH_SAMPLES + " --device cuda", "--device cuda"),
     "nested thresholds": (CHECK.replace("thresholds.json", "nested.json"), "nested too deeply"),
     "a module that exits 0": (ATTACK + " --decoder {fx}/exits_at_import.py:f", "sys.exit(0)"),
+    "a file name that is no UTF-8": (
+        WITH_SAMPLES.replace("/samples.npz", "/caf\udce9.npz"),
+        "--samples '{fx}/caf\\udce9.npz' does not exist",
+    ),
     "benchmark.py's main as the decoder": (
         ATTACK + f" --decoder {ROOT}/benchmark.py:main",
         "returned int",
@@ -801,6 +817,7 @@ PROCESS_CASES = {
 
 #: The process cases the default test run skips (each starts Python and torch, ~10 s here).
 SLOW_PROCESS_CASES = {
+    "a file name that is no UTF-8",
     "truncated npz",
     "attack on cuda without a GPU",
     "benchmark.py's main as the decoder",
@@ -830,7 +847,7 @@ def test_a_bad_input_exits_2_with_one_line_in_a_process(name, fx, tmp_path) -> N
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and len(lines) == 1, result.stderr
-    assert fragment in lines[0] and result.stdout == "", result.stderr
+    assert fragment.replace("{fx}", str(fx)) in lines[0] and result.stdout == "", result.stderr
     assert _snapshot({fx, tmp_path}) == before
 
 
