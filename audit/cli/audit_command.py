@@ -155,7 +155,7 @@ def _run_multi(args: AuditRequest, settings) -> tuple[list[str], float]:
     from audit.empirical.multi_run import multi_run_audit
     from audit.mechanisms import build_options
     from audit.profiles import ProfileName, profile_for_dataset
-    from audit.sweep.executors import make_executor
+    from audit.executors import make_executor
 
     mech = args.mech
     cell = CellConfig(

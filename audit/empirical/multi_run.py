@@ -7,7 +7,7 @@ with seeds derived from (seed, i): its initialisation, batches, noise, canary co
 canary inclusion are fresh, so each canary is in about half of the runs and out of the others.
 Its scores and inclusion go to ``OUT/<key>.npz`` (written by the driver alone, atomically); a
 rerun loads what is there and trains the rest, on the local or the Ray executor
-(:mod:`audit.sweep.executors`, as sweep cells).
+(:mod:`audit.executors`, as sweep cells).
 
 Estimators (:mod:`audit.empirical.estimators`), at 95 % confidence, over the same scores:
 
@@ -45,7 +45,7 @@ from audit.empirical.estimators import (
 from audit.empirical.one_run import audit_one_run
 from audit.empirical.one_run_settings import CanaryKind, OneRunAudit, OneRunSettings
 from audit.mechanisms import Context
-from audit.sweep.executors import CellFailed, Executor
+from audit.executors import CellFailed, Executor
 from dpvae_core.digests import json_digest
 from dpvae_core.progress import null_progress
 from dpvae_core.seeding import derive_seed

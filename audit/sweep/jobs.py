@@ -22,7 +22,7 @@ from audit.datasets import Dataset, Split
 from audit.mechanisms import Context
 from audit.results import CELLS_DIR
 from audit.sweep.cell_run import CellOutcome, run_cell, save_outcome
-from audit.sweep.executors import CellFailed, Executor
+from audit.executors import CellFailed, Executor
 from audit.sweep.real_accuracy import (
     _acc_real_key,
     _acc_real_path,

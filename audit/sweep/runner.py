@@ -15,7 +15,7 @@ from audit import results
 from audit.config import ExecutorName, SweepConfig
 from audit.datasets import check_data_home, dataset_split, load_dataset
 from audit.results import CELLS_DIR, RUNS_CSV
-from audit.sweep.executors import CellFailed, make_executor
+from audit.executors import CellFailed, make_executor
 from audit.sweep.jobs import (
     CellComputed,
     SweepIncomplete,
@@ -101,7 +101,7 @@ def run_sweep(
     sweep into the same directory waits for it and then reuses it. ``command``: the command line
     that started the sweep, recorded in each new cell's metadata.
 
-    With ``config.executor`` ray, each pending cell is one Ray task (:mod:`audit.sweep.executors`);
+    With ``config.executor`` ray, each pending cell is one Ray task (:mod:`audit.executors`);
     the driver alone writes cells and ``runs.csv``. A cell whose task died is not recorded, the
     others are, and :class:`SweepIncomplete` names the missing ones at the end. ``cell_fn``
     replaces :func:`compute_cell` (tests only: e.g. a worker that dies on its first attempt).

@@ -22,7 +22,7 @@ from audit import results
 from audit.config import ExecutorName, RaySettings, SweepConfig
 from audit.profiles import PROFILES, ProfileName
 from audit.sweep import executors
-from audit.sweep.executors import RAY_EXTRA, RayExecutor
+from audit.executors import RAY_EXTRA, RayExecutor
 from audit.sweep.jobs import SweepIncomplete, compute_cell
 from audit.sweep.runner import run_sweep
 from benchmark import main
