@@ -18,11 +18,10 @@ import pandas as pd
 import pytest
 import torch
 
-from audit import results
+from audit import executors, results
 from audit.config import ExecutorName, RaySettings, SweepConfig
-from audit.profiles import PROFILES, ProfileName
-from audit.sweep import executors
 from audit.executors import RAY_EXTRA, RayExecutor
+from audit.profiles import PROFILES, ProfileName
 from audit.sweep.jobs import SweepIncomplete, compute_cell
 from audit.sweep.runner import run_sweep
 from benchmark import main
