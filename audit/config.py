@@ -24,7 +24,10 @@ from dpvae_core.validation import check_device_name, parse_enum
 #: 3 (issue 30, item 7): ``calibrated`` and ``lira-offline`` rows of a private cell read
 #: reference models trained by the cell's mechanism (before: non-private Adam, now the
 #: ``-nonprivate`` variants).
-CACHE_SCHEMA = 3
+#: 4 (issue 40): ``run.json`` records the SHA-256 of every stored file and is sealed by its own
+#: (:mod:`audit.results.integrity`); a release attack's cell hash digests its inputs and its
+#: ``run.json`` records them.
+CACHE_SCHEMA = 4
 
 
 class ExecutorName(str, Enum):

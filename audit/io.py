@@ -63,10 +63,16 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def json_text(payload: dict[str, Any]) -> str:
+    """What :func:`write_json` writes for ``payload``: the text, so its digest can be known
+    before the file exists."""
+    return json.dumps({"schema_version": SCHEMA_VERSION, **_jsonable(payload)}, indent=2) + "\n"
+
+
 def write_json(path: Path, payload: dict[str, Any]) -> None:
     """Write ``payload`` and ``schema_version`` as JSON, atomically (non-finite floats as text)."""
-    body = json.dumps({"schema_version": SCHEMA_VERSION, **_jsonable(payload)}, indent=2)
-    _atomic(Path(path), lambda tmp: tmp.write_text(body + "\n"))
+    body = json_text(payload)
+    _atomic(Path(path), lambda tmp: tmp.write_text(body))
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Keyed SHA-256 digests: short names for configurations and caches, and a record's bucket.
+"""Keyed SHA-256 digests: short names for configurations and caches, a record's bucket, and the
+full digests of stored files (what a run's manifest records of them).
 
 A record's bucket (DP2-VAE's subset, term-wise DP-Adam's partition) is a function of the seed
 and the record's index alone, so adding or removing a record moves no other record's bucket.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,6 +25,20 @@ def short_digest(text: str) -> str:
 def json_digest(payload: Any) -> str:
     """:func:`short_digest` of ``payload`` as JSON with sorted keys (other values as ``str``)."""
     return short_digest(json.dumps(payload, sort_keys=True, default=str))
+
+
+def bytes_sha256(data: bytes) -> str:
+    """SHA-256 of ``data``, as 64 hex digits."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of the bytes of the file at ``path``, as 64 hex digits (read in 1 MiB chunks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def record_bucket(tag: str, index: int, buckets: int, *, seed: int) -> int:

@@ -12,6 +12,7 @@ import torch
 from audit import io
 from audit.cell.reference_training import ReferenceSet
 from audit.cell.references import REFERENCE_DIR, SPEC_FILE, ReferenceModel, ReferenceSpec
+from audit.results import file_problem, record_file, recorded_files
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +27,18 @@ def _model_path(out: Path, spec: ReferenceSpec, index: int) -> Path:
 
 
 def load_cached(out: Path, spec: ReferenceSpec) -> dict[int, ReferenceModel]:
-    """The models of ``spec`` cached under ``out``, by index; a file that does not load, or
-    holds another key or index, is skipped with a warning (that model is trained again)."""
+    """The models of ``spec`` cached under ``out``, by index; a file that does not match the
+    digest ``out/run.json`` recorded of it (edited, or not recorded), does not load, or holds
+    another key or index, is skipped with a warning (that model is trained again)."""
     found: dict[int, ReferenceModel] = {}
+    files = recorded_files(out)
     for index in range(spec.n_models):
         path = _model_path(out, spec, index)
         if not path.is_file():
+            continue
+        problem = file_problem(out, path, files)
+        if problem is not None:
+            log.warning("not using reference model file %s (%s)", path, problem)
             continue
         try:
             payload = io.load_state(path)
@@ -55,7 +62,8 @@ def load_cached(out: Path, spec: ReferenceSpec) -> dict[int, ReferenceModel]:
 
 def save_models(out: Path, spec: ReferenceSpec, models: Iterable[ReferenceModel]) -> None:
     """Write ``models`` of ``spec`` under ``out`` (each atomically), then ``reference.json``
-    describing every model of the spec found there."""
+    describing every model of the spec found there; each file's digest is recorded in
+    ``out/run.json`` once written."""
     for model in models:
         if model.key != spec.key:
             raise ValueError(f"model {model.index} belongs to key {model.key}, not {spec.key}")
@@ -69,6 +77,7 @@ def save_models(out: Path, spec: ReferenceSpec, models: Iterable[ReferenceModel]
                 "seconds": model.seconds,
             },
         )
+        record_file(out, _model_path(out, spec, model.index))
     present = load_cached(out, spec)
     io.write_json(
         cache_dir(out, spec) / SPEC_FILE,
@@ -81,6 +90,7 @@ def save_models(out: Path, spec: ReferenceSpec, models: Iterable[ReferenceModel]
             ],
         },
     )
+    record_file(out, cache_dir(out, spec) / SPEC_FILE)
 
 
 def cached_models(out: Path, spec: ReferenceSpec | None) -> tuple[ReferenceModel, ...]:

@@ -8,7 +8,6 @@ model)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import time
@@ -38,10 +37,21 @@ from audit.release.release_rows import (
     EXTERNAL,
     RELEASE_PROFILE,
     check_release_out,
+    claim_release,
+    release_hash,
+    release_inputs,
 )
 from audit.release.utility import check_test_set, release_utility
 from audit.report.figure_style import FORMATS
-from audit.results import SCORES_FILE, cell_path, scores_key, write_csv
+from audit.results import (
+    SCORES_FILE,
+    begin_cell,
+    cell_lock,
+    cell_path,
+    finish_cell,
+    scores_key,
+    write_csv,
+)
 from audit.rows.derived import accuracy_valid
 from audit.rows.filling import result_rows
 from audit.rows.row import Row
@@ -85,8 +95,9 @@ def attack_release(
     holding a sweep is refused before any work.
     """
     start = time.perf_counter()
+    inputs = release_inputs(records, config, model=model, whole=whole, test=test)
     if out is not None:
-        check_release_out(Path(out))
+        check_release_out(Path(out), inputs)  # one release attack per --out, before any work
     if test is not None:
         check_test_set(test, records)
     data = records.attack_data()
@@ -133,7 +144,7 @@ def attack_release(
             device=config.device,
             progress=progress,
         )
-    digest = _config_hash(records, config, release, model, test)
+    digest = release_hash(inputs)
     facts = _facts(records, config, release, digest, time.perf_counter() - start, skipped, model)
     facts.update(utility)
     if test is not None:
@@ -155,7 +166,7 @@ def attack_release(
     attacked = ReleaseAttack(rows=rows, dcr=dcr, scores=scores, canonical=canonical)
     if out is None:
         return attacked
-    cell_dir = _write(Path(out), digest, attacked)
+    cell_dir = _write(Path(out), digest, attacked, inputs)
     write_csv(Path(out))
     report = write_release_report(Path(out), formats=formats)
     return ReleaseAttack(
@@ -243,31 +254,6 @@ def check_sample_memory(n: int, record_shape: tuple[int, ...]) -> None:
     )
 
 
-def _config_hash(
-    records: ReleaseRecords, config: ReleaseAttackConfig, release: Release, model, test=None
-) -> str:
-    h = hashlib.sha256()
-    for s in (records.members, records.non_members, records.reference, records.samples, test):
-        if s is not None:
-            h.update(s.role.value.encode())
-            h.update(np.ascontiguousarray(s.x).tobytes())
-            if s.y is not None:
-                h.update(s.y.tobytes())
-    if model is not None:
-        for name, value in model.state_dict().items():
-            h.update(name.encode())
-            h.update(value.detach().cpu().contiguous().numpy().tobytes())
-    h.update(repr(sorted(c.value for c in release.capabilities)).encode())
-    h.update(
-        repr(
-            (config.attacks, config.attack_samples, config.seed, config.gen_records)
-            + (config.epsilon, config.delta, config.membership_coins)
-            + ((config.classifier_epochs,) if test is not None else ())
-        ).encode()
-    )
-    return h.hexdigest()[:16]
-
-
 def _facts(records, config, release, digest, wall, skipped, model) -> dict[str, object]:
     n_samples = len(release.samples) if release.samples is not None else 0
     what = ", ".join(sorted(c.value for c in release.capabilities))
@@ -333,14 +319,20 @@ def _canonical(config: ReleaseAttackConfig) -> dict[str, object]:
     }
 
 
-def _write(out: Path, digest: str, attacked: ReleaseAttack) -> Path:
+def _write(out: Path, digest: str, attacked: ReleaseAttack, inputs: dict) -> Path:
+    """Claim ``out`` for this release (``run.json`` records its inputs) and write its cell as a
+    sweep writes one: old files removed, new ones written, their digests recorded, ``rows.json``
+    last."""
     io.check_writable_dir(out)
+    claim_release(out, inputs)
     cell_dir = cell_path(out, digest)
-    io.write_json(cell_dir / "config.json", {"config": attacked.canonical, "hash": digest})
-    io.save_npz(cell_dir / SCORES_FILE, attacked.scores)
-    if attacked.dcr is not None:
-        io.write_json(cell_dir / DCR_FILE, attacked.dcr.to_dict())
-    io.write_json(cell_dir / "rows.json", {"rows": [row.to_dict() for row in attacked.rows]})
+    with cell_lock(out, digest):
+        begin_cell(cell_dir)
+        io.write_json(cell_dir / "config.json", {"config": attacked.canonical, "hash": digest})
+        io.save_npz(cell_dir / SCORES_FILE, attacked.scores)
+        if attacked.dcr is not None:
+            io.write_json(cell_dir / DCR_FILE, attacked.dcr.to_dict())
+        finish_cell(out, cell_dir, {"rows": [row.to_dict() for row in attacked.rows]})
     return cell_dir
 
 

@@ -2,8 +2,9 @@
 
 The sweep, the report and the gate read and write a run directory only through this module::
 
-    OUT/run.json            the run manifest: the configuration all its cells share, and the
-                            cells every sweep into OUT planned (schema-versioned, atomic)
+    OUT/run.json            the run manifest: the configuration all its cells share, the
+                            cells every sweep into OUT planned, and the SHA-256 of every file
+                            the run stored (schema-versioned, sealed by its own digest, atomic)
     OUT/cells/<hash>/       one cell: config.json, ..., rows.json (written last: "finished")
                             model.pt, scores.npz and attack_index.npz (the attacked records'
                             rows in the dataset), which the report reads (load_*, read_*)
@@ -17,12 +18,14 @@ The sweep, the report and the gate read and write a run directory only through t
 
 A *run configuration* is everything in a cell's config except the mechanism, its parameter, the
 seed and the mechanism's own options (:func:`run_settings`); a directory holds one. Rows are read
-from the cells (:func:`load_rows`), so a torn ``runs.csv`` costs nothing; a torn or foreign
-``rows.json`` is named in a warning and skipped (report, gate) or recomputed (sweep).
+from the cells (:func:`load_rows`), so a torn ``runs.csv`` costs nothing. A cell whose files do
+not match the digests ``run.json`` recorded (edited, torn, added, missing) is refused in one line
+(report, gate) or computed again (sweep): :mod:`~audit.results.integrity`.
 
 The package keeps one concept per module: :mod:`~audit.results.layout` (file names),
 :mod:`~audit.results.locks`, :mod:`~audit.results.manifest` (the run configuration),
-:mod:`~audit.results.cells` (one cell's files) and :mod:`~audit.results.table` (``runs.csv``).
+:mod:`~audit.results.cells` (one cell's files), :mod:`~audit.results.integrity` (the files'
+digests) and :mod:`~audit.results.table` (``runs.csv``).
 Columns derived across rows (phi, utility validity, the worst case) are :mod:`audit.rows.derived`.
 Callers import the names below from ``audit.results``.
 """
@@ -41,6 +44,18 @@ from audit.results.cells import (
     read_attack_index,
     scores_key,
     write_attack_index,
+)
+from audit.results.integrity import (
+    begin_cell,
+    cell_problem,
+    drop_changed_caches,
+    file_problem,
+    finish_cell,
+    record_cell,
+    record_file,
+    record_files,
+    recorded_files,
+    run_problems,
 )
 from audit.results.layout import (
     ATTACK_INDEX_FILE,
@@ -92,6 +107,16 @@ __all__ = [
     "GRID_OPTIONS",
     "RUN_OPTIONS",
     "AttackIndex",
+    "begin_cell",
+    "cell_problem",
+    "drop_changed_caches",
+    "file_problem",
+    "finish_cell",
+    "record_cell",
+    "record_file",
+    "record_files",
+    "recorded_files",
+    "run_problems",
     "cell_config",
     "cell_configs",
     "cell_hash",

@@ -1,8 +1,16 @@
 """The run manifest ``OUT/run.json``: the configuration every cell of a run directory shares,
-and the cells every sweep into it planned."""
+the cells every sweep into it planned (or, for ``benchmark.py attack``, the release's inputs), and
+the SHA-256 of every file the run stored (``files``, :mod:`audit.results.integrity`).
+
+The manifest carries the SHA-256 of its own contents (``digest``); one that does not match it
+(edited by hand) is refused with one line, as is one of another cache schema. It is read and
+rewritten only under its lock (:func:`manifest_lock`), atomically, so sweeps sharing a directory
+never lose each other's entries.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,10 +21,18 @@ from audit.cell.attack_plan import CELL_DEFAULT_ATTACKS
 from audit.config import CACHE_SCHEMA, RUN_OPTIONS, check_cache_schema
 from audit.results.layout import MANIFEST
 from audit.results.locks import locked
-from dpvae_core.digests import json_digest
+from dpvae_core.digests import bytes_sha256, json_digest
+
+#: The manifest's record of the run's stored files: path relative to OUT -> SHA-256 (hex).
+FILES = "files"
+#: The SHA-256 of the manifest's own contents (everything but itself and ``schema_version``).
+SEAL = "digest"
+#: What ``benchmark.py attack`` records of the release it attacked (its inputs' digests).
+RELEASE = "release"
 
 #: Mechanism options that are grid values, not settings (``--target-epsilon`` replaces the grid).
 GRID_OPTIONS = frozenset({"target_epsilon"})
+
 
 def _plain(value: Any) -> Any:
     """``value`` as JSON would read it back (tuples as lists), so that settings compare."""
@@ -106,19 +122,73 @@ def manifest_conflicts(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return found
 
 
+def manifest_lock(out: Path) -> contextlib.AbstractContextManager[None]:
+    """The lock held while ``out``'s manifest is read for an update and rewritten."""
+    return locked(Path(out) / f".{MANIFEST}.lock")
+
+
+def _seal(body: dict[str, Any]) -> str:
+    """SHA-256 of ``body`` as read back from disk, without its seal and schema version."""
+    content = {k: v for k, v in body.items() if k not in (SEAL, "schema_version")}
+    return bytes_sha256(json.dumps(content, sort_keys=True).encode())
+
+
+def write_body(out: Path, body: dict[str, Any]) -> None:
+    """Write ``body`` as ``out/run.json`` with the cache schema and its seal, atomically; the
+    caller holds :func:`manifest_lock`."""
+    content = {k: v for k, v in body.items() if k not in (SEAL, "schema_version")}
+    content["cache_schema"] = CACHE_SCHEMA
+    content = json.loads(io.json_text(content))  # as it will read back (non-finite as text)
+    content.pop("schema_version")
+    io.write_json(Path(out) / MANIFEST, {**content, SEAL: _seal(content)})
+
+
+def read_body(run_dir: Path) -> dict[str, Any] | None:
+    """``run_dir/run.json`` as written (any kind: a sweep's, a release attack's, or the files
+    alone), None where there is none; ValueError in one line where it is unreadable, of another
+    cache schema, or does not match its own SHA-256 (edited)."""
+    path = Path(run_dir) / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        data = io.read_json(path)
+    except (OSError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise ValueError(
+            f"run manifest {path} is unreadable ({exc}); move the directory aside and rerun"
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get(FILES, {}), dict):
+        raise ValueError(f"run manifest {path} is not a manifest of this code")
+    if isinstance(data.get("settings"), dict):
+        check_cache_schema(data["settings"], f"run {Path(run_dir)}")
+    check_cache_schema(data, f"run {Path(run_dir)}")
+    if data.get(SEAL) != _seal(data):
+        raise ValueError(
+            f"run manifest {path} was edited or damaged: its contents do not match the SHA-256 it "
+            "carries, so the digests it records of the run's files cannot be trusted; move "
+            f"{Path(run_dir)} aside and rerun into a fresh --out"
+        )
+    return data
+
+
 def claim_run(out: Path, configs: Sequence[dict[str, Any]]) -> None:
     """Record the sweep of cells ``configs`` in ``out``'s manifest, or refuse it.
 
     The first sweep into ``out`` writes ``run.json``; a later one must have the same run
     configuration and the same options for each mechanism both run, else ValueError names every
     differing setting with its two values before anything is written. Its mechanisms and cells
-    are added to the manifest (the cells that the gate then expects rows of).
+    are added to the manifest (the cells that the gate then expects rows of); the files it
+    records are kept. A folder holding an attacked release is refused.
     """
     out = Path(out)
-    path = out / MANIFEST
     new = manifest_of(configs)
-    with locked(out / f".{MANIFEST}.lock"):
-        if path.exists():
+    with manifest_lock(out):
+        body = read_body(out) or {}
+        if RELEASE in body:
+            raise ValueError(
+                f"{out} holds an attacked release (benchmark.py attack); sweep into a folder of "
+                "its own (another --out)"
+            )
+        if "settings" in body:
             old = read_manifest(out)
             conflicts = manifest_conflicts(old, new)
             if conflicts:
@@ -132,29 +202,32 @@ def claim_run(out: Path, configs: Sequence[dict[str, Any]]) -> None:
                 "mechs": {**new["mechs"], **old["mechs"]},
                 "cells": {**old["cells"], **new["cells"]},
             }
-        io.write_json(path, new)
+        write_body(out, {**new, FILES: body.get(FILES, {})})
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """``run_dir/run.json``; ValueError naming the file if it is damaged or foreign."""
+    """A sweep's manifest ``run_dir/run.json``; ValueError naming the file if it is absent,
+    damaged, edited or foreign (no sweep's settings, mechs and cells)."""
     path = Path(run_dir) / MANIFEST
-    try:
-        data = io.read_json(path)
-    except (OSError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        raise ValueError(
-            f"run manifest {path} is unreadable ({exc}); move the directory aside and rerun"
-        ) from None
+    data = read_body(run_dir)
+    if data is None:
+        raise ValueError(f"run manifest {path} is unreadable (no such file); rerun the sweep")
     if not all(isinstance(data.get(k), dict) for k in ("settings", "mechs", "cells")):
         raise ValueError(f"run manifest {path} lacks settings, mechs or cells")
-    check_cache_schema(data["settings"], f"run {Path(run_dir)}")
     return data
+
+
+def _is_sweep(run_dir: Path) -> bool:
+    """Whether ``run_dir`` has a manifest a sweep wrote (not the files alone, not a release's)."""
+    body = read_body(run_dir)
+    return body is not None and "cells" in body
 
 
 def planned_cells(run_dir: Path) -> list[dict[str, Any]] | None:
     """The cells every sweep into ``run_dir`` planned, each with ``dataset`` and ``profile``
-    added, and ``attacks`` (the attacks it runs); None for a directory without a manifest
-    (``runs.csv`` alone)."""
-    if not (Path(run_dir) / MANIFEST).exists():
+    added, and ``attacks`` (the attacks it runs); None for a directory no sweep claimed
+    (``runs.csv`` alone, or cells written otherwise)."""
+    if not _is_sweep(run_dir):
         return None
     manifest = read_manifest(run_dir)
     settings = manifest["settings"]
@@ -163,8 +236,8 @@ def planned_cells(run_dir: Path) -> list[dict[str, Any]] | None:
 
 
 def planned_hashes(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """The cells every sweep into ``run_dir`` planned, by config hash (empty without a
-    manifest)."""
-    if not (Path(run_dir) / MANIFEST).exists():
+    """The cells every sweep into ``run_dir`` planned, by config hash (empty where no sweep
+    claimed it)."""
+    if not _is_sweep(run_dir):
         return {}
     return dict(read_manifest(run_dir)["cells"])

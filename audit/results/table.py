@@ -14,7 +14,8 @@ import pandas as pd
 from audit import io
 from audit.config import check_cache_schema
 from audit.results.cells import cell_config, cell_rows, is_finished
-from audit.results.layout import CELLS_DIR, RUNS_CSV, SORT_KEYS
+from audit.results.integrity import cell_problem, recorded_files, refusal, run_problems
+from audit.results.layout import CELLS_DIR, MANIFEST, RUNS_CSV, SORT_KEYS
 from audit.results.locks import locked
 from audit.results.manifest import planned_hashes, run_hash, setting_hash
 from audit.rows import derived
@@ -22,13 +23,32 @@ from audit.rows.row import COLLECTED_COLUMNS, COLUMNS, RESULT_KEY
 
 log = logging.getLogger(__name__)
 
-def collect_rows(out: Path) -> pd.DataFrame:
+
+def collect_rows(out: Path, *, unverified: str = "refuse") -> pd.DataFrame:
     """Every finished cell's rows under ``out``, with ``run_hash``, ``setting_hash`` and
     ``precision`` from its config and phi filled against its baseline; damaged cells are skipped
     with a warning, a cell of another cache schema is refused
-    (:func:`audit.config.check_cache_schema`)."""
+    (:func:`audit.config.check_cache_schema`).
+
+    A finished cell whose files do not match the digests ``run.json`` recorded (edited, added,
+    missing, or none recorded; :mod:`audit.results.integrity`), or a recorded cache file that
+    changed, is refused: ValueError in one line naming the file (``unverified="refuse"``, what
+    ``report`` and ``check`` read); with ``unverified="skip"`` (a sweep's ``runs.csv``, rebuilt
+    while it computes such cells again) the cell is left out with a warning naming it."""
+    if unverified not in ("refuse", "skip"):
+        raise ValueError(f"unverified must be 'refuse' or 'skip', got {unverified!r}")
+    files = recorded_files(out)
+    if unverified == "refuse":
+        problems = run_problems(out)
+        if problems:
+            raise ValueError(refusal(problems))
     rows: list[dict[str, Any]] = []
     for cell_dir in sorted((Path(out) / CELLS_DIR).glob("*/")):
+        if unverified == "skip" and (cell_dir / "rows.json").exists():
+            problem = cell_problem(out, cell_dir, files)
+            if problem is not None:
+                log.warning("leaving cell %s out of runs.csv: %s", cell_dir.name, problem)
+                continue
         found = cell_rows(cell_dir)
         if found is None:
             continue
@@ -71,10 +91,11 @@ def _restore_floats(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_csv(out: Path) -> tuple[Path, pd.DataFrame]:
-    """Rebuild ``out/runs.csv`` from the cells (under its lock, atomically)."""
+    """Rebuild ``out/runs.csv`` from the cells (under its lock, atomically), leaving out cells
+    that do not match their recorded digests (each named in a warning)."""
     path = Path(out) / RUNS_CSV
     with locked(Path(out) / f".{RUNS_CSV}.lock"):
-        frame = collect_rows(out)
+        frame = collect_rows(out, unverified="skip")
         io.write_text(path, frame.to_csv(index=False))
     return path, frame
 
@@ -83,12 +104,14 @@ def write_csv(out: Path) -> tuple[Path, pd.DataFrame]:
 
 
 def load_rows(run_dir: Path, required: Sequence[str]) -> pd.DataFrame:
-    """A run's rows: from its cells where any holds a ``rows.json``, else from ``runs.csv``
-    alone (a copied file), whose rows without a config hash (a torn last line) are skipped with
-    a warning. ValueError if there is nothing to read or a ``required`` column is missing."""
+    """A run's rows: from its cells where any holds a ``rows.json`` or a ``run.json`` is there
+    (each cell checked against its recorded digests: :func:`collect_rows`), else from
+    ``runs.csv`` alone (a copied file, which nothing can check), whose rows without a config hash
+    (a torn last line) are skipped with a warning. ValueError if there is nothing to read, a
+    ``required`` column is missing, or a cell does not match its digests."""
     run_dir = Path(run_dir)
     csv = run_dir / RUNS_CSV
-    if any((run_dir / CELLS_DIR).glob("*/rows.json")):
+    if any((run_dir / CELLS_DIR).glob("*/rows.json")) or (run_dir / MANIFEST).exists():
         frame, source = collect_rows(run_dir), f"{run_dir / CELLS_DIR}"
     elif csv.is_file():
         frame, source = _read_csv(csv), str(csv)

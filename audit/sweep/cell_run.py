@@ -24,7 +24,7 @@ from audit.cell.target import Measured, TrainedTarget, measure_target, train_tar
 from audit.config import CellConfig
 from audit.empirical.cell_audit import audit_cell
 from audit.mechanisms import CellData, Context
-from audit.results import AttackIndex, write_attack_index
+from audit.results import AttackIndex, begin_cell, finish_cell, write_attack_index
 from audit.rows.filling import build_cell_rows, scores_of
 from audit.rows.row import Row
 
@@ -99,7 +99,10 @@ def _plain(value: Any) -> Any:
 
 
 def save_outcome(cell_dir: Path, cell: CellConfig, outcome: CellOutcome, metadata: dict) -> None:
-    """Write the cell's files; ``rows.json`` goes last and marks the cell finished."""
+    """Write the cell's files in ``OUT/cells/<hash>``: an earlier computation's removed first,
+    then the new ones, their digests recorded in ``OUT/run.json``, and ``rows.json`` last (it
+    marks the cell finished; :func:`audit.results.finish_cell`)."""
+    begin_cell(cell_dir)
     io.write_json(cell_dir / "config.json", {"config": cell.canonical(), "hash": cell.config_hash})
     io.write_json(cell_dir / "metadata.json", metadata)
     io.write_json(cell_dir / "history.json", outcome.history)
@@ -107,4 +110,5 @@ def save_outcome(cell_dir: Path, cell: CellConfig, outcome: CellOutcome, metadat
     io.save_npz(cell_dir / "scores.npz", outcome.scores)
     if outcome.attack_index is not None:
         write_attack_index(cell_dir, outcome.attack_index)
-    io.write_json(cell_dir / "rows.json", {"rows": [row.to_dict() for row in outcome.rows]})
+    rows = {"rows": [row.to_dict() for row in outcome.rows]}
+    finish_cell(Path(cell_dir).parents[1], cell_dir, rows)

@@ -19,10 +19,10 @@ from audit.cell.reference_cache import cached_models, save_trained
 from audit.cell.references import ReferenceModel, cell_reference_specs
 from audit.config import CellConfig, SweepConfig
 from audit.datasets import Dataset, Split
+from audit.executors import CellFailed, Executor
 from audit.mechanisms import Context
 from audit.results import CELLS_DIR
 from audit.sweep.cell_run import CellOutcome, run_cell, save_outcome
-from audit.executors import CellFailed, Executor
 from audit.sweep.real_accuracy import (
     _acc_real_key,
     _acc_real_path,
@@ -39,13 +39,14 @@ def _run_local(
 ) -> tuple[int, int]:
     """Every cell in this process, each computed under its lock; returns (ran, reused)."""
     out, overwrite = jobs.out, jobs.config.overwrite
+    results.drop_changed_caches(out)  # edited cache files: computed again where needed
     ran = reused = 0
     for cell, base in pairs:
         if _reusable(out, cell, overwrite):
             reused += 1
         else:
             with results.cell_lock(out, cell.config_hash):
-                if _reusable(out, cell, overwrite):  # a concurrent sweep finished it
+                if _reusable(out, cell, overwrite, warn=False):  # a concurrent sweep finished it
                     reused += 1
                 else:
                     _save(out, compute_cell(jobs.job(cell, base), jobs.dataset, progress=progress))
@@ -164,6 +165,7 @@ def _run_remote(
     """Pending cells through ``executor``; the driver writes each outcome as it arrives, under
     the cell's lock (a cell another sweep finished meanwhile is kept, ours dropped)."""
     out, overwrite = jobs.out, jobs.config.overwrite
+    results.drop_changed_caches(out)  # edited cache files: computed again where needed
     pending = [jobs.job(cell, base) for cell, base in pairs if not _reusable(out, cell, overwrite)]
     reused = len(pairs) - len(pending)
     bar.update(reused)
@@ -175,7 +177,7 @@ def _run_remote(
         else:
             job = result.job
             with results.cell_lock(out, job.cell.config_hash):
-                if _reusable(out, job.cell, overwrite):  # another sweep finished it meanwhile
+                if _reusable(out, job.cell, overwrite, warn=False):  # another sweep finished it
                     reused += 1
                 else:
                     _save(out, result)
@@ -221,16 +223,25 @@ def _save(out: Path, computed: CellComputed) -> None:
     if job.acc_real is None:
         path = _acc_real_path(out, job.acc_key)
         io.write_json(path, {"key": job.acc_key, "acc_real": computed.acc_real})
+        results.record_file(out, path)
     for references in computed.outcome.references:
         save_trained(out, references)
     cell_dir = out / CELLS_DIR / job.cell.config_hash
     save_outcome(cell_dir, job.cell, computed.outcome, computed.metadata)
 
 
-def _reusable(out: Path, cell: CellConfig, overwrite: bool) -> bool:
-    """Whether ``cell`` is finished in ``out`` and may be reused (a torn or foreign rows.json
-    is not finished: the cell runs again)."""
-    if overwrite or not results.is_finished(out / CELLS_DIR / cell.config_hash):
+def _reusable(out: Path, cell: CellConfig, overwrite: bool, *, warn: bool = True) -> bool:
+    """Whether ``cell`` is finished in ``out`` and may be reused: a torn or foreign rows.json
+    is not finished, and a cell whose files do not match the digests ``run.json`` recorded
+    (edited, added, missing, none recorded) is named in a warning (``warn``: the first time it
+    is asked); either runs again."""
+    cell_dir = out / CELLS_DIR / cell.config_hash
+    if overwrite or not results.is_finished(cell_dir):
+        return False
+    problem = results.cell_problem(out, cell_dir)
+    if problem is not None:
+        if warn:
+            log.warning("computing cell %s again: %s", cell_dir, problem)
         return False
     log.info("reusing finished cell %s (%s %s)", cell.config_hash, cell.mech, cell.param_value)
     return True

@@ -12,6 +12,7 @@ from audit.cell.gen_accuracy import classifier_accuracy, classifier_settings
 from audit.config import CellConfig
 from audit.datasets import Dataset
 from audit.mechanisms import CellData, Context
+from audit.results import file_problem
 from dpvae_core.digests import short_digest
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,14 @@ def _acc_real_path(out: Path, key: str) -> Path:
 
 
 def _cached_acc_real(out: Path, key: str) -> float | None:
+    """The cached accuracy of ``key``; None (computed again) where there is none, or where the
+    file does not match the digest ``run.json`` recorded of it (with a warning naming it)."""
     path = _acc_real_path(out, key)
     if not path.exists():
+        return None
+    problem = file_problem(out, path)
+    if problem is not None:
+        log.warning("computing the cached acc_real again: %s", problem)
         return None
     try:
         return float(io.read_json(path)["acc_real"])

@@ -1,5 +1,7 @@
-"""Finished cells written by hand (config.json and rows.json as the sweep writes them), so the
-results module, the report and the gate can be tested without training anything."""
+"""Finished cells written by hand (config.json and rows.json as the sweep writes them, their
+digests recorded in run.json), so the results module, the report and the gate can be tested
+without training anything. A helper that adds a file to such a cell records it again with
+:func:`audit.results.record_cell`."""
 
 from __future__ import annotations
 
@@ -69,5 +71,5 @@ def write_cell(
     ]
     cell = Path(out) / results.CELLS_DIR / digest
     io.write_json(cell / "config.json", {"config": config, "hash": digest})
-    io.write_json(cell / "rows.json", {"rows": rows})
+    results.finish_cell(out, cell, {"rows": rows})  # recorded in run.json, as a sweep's cell
     return cell

@@ -68,7 +68,7 @@ def test_report_never_averages_rows_of_two_configurations(tmp_path, caplog):
     text = report.markdown.read_text()
     assert "| 19.1 |" in text and "| 5.03 |" in text and "12.1" not in text
     assert text.count("\n## digits, profile quick, configuration ") == 2  # a section each
-    assert "epochs: 40 vs 5" in text
+    assert "epochs: 40 vs 5" in text or "epochs: 5 vs 40" in text  # the first by run hash
     assert "run configurations" in caplog.text
 
 
@@ -100,12 +100,20 @@ def test_report_reads_the_cells_not_a_torn_runs_csv(tmp_path):
     write_report(tmp_path, formats=("png",), images=False)
 
 
-def test_a_torn_cell_is_named_and_skipped(tmp_path, caplog):
+def test_a_torn_cell_is_refused_by_readers_and_left_out_of_runs_csv(tmp_path, caplog):
+    """A torn or foreign rows.json no longer matches its recorded digest: the report's reading
+    refuses the run in one line naming the first such file; runs.csv, rebuilt by a sweep, leaves
+    both cells out, each named in a warning."""
     cells = _run_with_two_cdp_cells(tmp_path)
     (cells[2] / "rows.json").write_text('{"schema_version": 1, "rows": [')
     (cells[1] / "rows.json").write_text(json.dumps({"schema_version": 99, "rows": []}))
+    with pytest.raises(ValueError) as err:
+        load_runs(tmp_path)
+    first = min(str(cells[1] / "rows.json"), str(cells[2] / "rows.json"))
+    assert str(err.value).startswith(first) and "(and 1 more)" in str(err.value)
+    assert "\n" not in str(err.value)
     with caplog.at_level(logging.WARNING):
-        frame = load_runs(tmp_path)
+        _, frame = results.write_csv(tmp_path)
     assert set(frame["mech"]) == {"none"}
     assert str(cells[2] / "rows.json") in caplog.text and str(cells[1] / "rows.json") in caplog.text
     assert not results.is_finished(cells[1]) and results.is_finished(cells[0])
@@ -130,13 +138,17 @@ def _thresholds(tmp_path, values):
     return path
 
 
-def test_check_fails_on_an_entry_whose_planned_cell_is_damaged(tmp_path, capsys):
+def test_check_refuses_a_damaged_cell_and_fails_on_an_unfinished_one(tmp_path, capsys):
     run = tmp_path / "run"
     cells = _run_with_two_cdp_cells(run)
     thresholds = _thresholds(tmp_path, [1.0, 2.0])
     assert main(["check", "--thresholds", str(thresholds), str(run)]) == 0
-    (cells[2] / "rows.json").write_text("{")
+    (cells[2] / "rows.json").write_text("{")  # damaged: refused, naming the file
     capsys.readouterr()
+    assert main(["check", "--thresholds", str(thresholds), str(run)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: {cells[2] / 'rows.json'} does not match the SHA-256")
+    (cells[2] / "rows.json").unlink()  # unfinished (as after a kill): missing
     assert main(["check", "--thresholds", str(thresholds), str(run)]) == 1
     out = capsys.readouterr().out
     missing = [line for line in out.splitlines() if line.startswith("MISSING")]
@@ -262,7 +274,7 @@ def test_rows_name_their_attack_and_variant_first(tmp_path):
         cell = write_cell(tmp_path, cell_config(mech, value), mi_ap=mi_ap, acc=0.8)
         # utility measurable, the baseline's attack beyond its chance band: phi means something
         rows = [{**r, "n_test": 100, "beyond_chance": True} for r in results.cell_rows(cell)]
-        io.write_json(cell / "rows.json", {"rows": rows})
+        results.finish_cell(tmp_path, cell, {"rows": rows})
     frame = results.collect_rows(tmp_path)
     assert set(frame["attack"]) == {"reconstruction"} and set(frame["variant"]) == {"mean"}
     assert list(frame.columns[:8]) == [
@@ -284,7 +296,7 @@ def test_phi_compares_each_attack_with_the_same_attack_on_the_baseline(tmp_path)
         cell = write_cell(tmp_path, cell_config(mech, value), mi_ap=mi_ap, acc=0.8)
         rows = [{**r, "n_test": 100, "beyond_chance": True} for r in results.cell_rows(cell)]
         other = [{**r, "attack": "monte-carlo", "variant": "share", "mi_ap": 0.6} for r in rows]
-        io.write_json(cell / "rows.json", {"rows": [*rows, *other]})
+        results.finish_cell(tmp_path, cell, {"rows": [*rows, *other]})
     frame = results.collect_rows(tmp_path)
     cdp = frame[frame.mech == "cdp"].set_index(["attack", "distance"])
     assert len(frame) == 8
@@ -305,7 +317,7 @@ def _phi_run(tmp_path, *, base_mi_ap, base_beyond, acc, mi_ap=0.55, majority=0.3
             {**r, "n_test": 100, "acc_majority": majority, "acc_base": 0.1, "beyond_chance": beyond}
             for r in results.cell_rows(cell)
         ]
-        io.write_json(cell / "rows.json", {"rows": rows})
+        results.finish_cell(tmp_path, cell, {"rows": rows})
     return results.collect_rows(tmp_path).query("mech == 'cdp'").iloc[0]
 
 

@@ -16,10 +16,11 @@ from torch import nn
 import benchmark
 from audit.release import ExternalModel, ReleaseAttackConfig, attack_arrays
 from audit.release.release_summary import THREAT_ORDER, _worst_from_scores, cell_scores
-from audit.results import collect_rows
+from audit.results import claim_run, collect_rows
 from audit.rows.derived import accuracy_valid as utility_valid
 from audit.rows.derived import add_derived_columns
 from audit.sweep.runner import SweepResult
+from tests.audit.fakes import cell_config
 
 #: Text of the sweep's report that a release report must not carry.
 SWEEP_ONLY = (
@@ -265,12 +266,12 @@ def test_the_default_name_is_the_module_s_or_the_samples_stem() -> None:
 def test_an_out_holding_a_sweep_is_refused_and_left_as_it_was(tmp_path, capsys) -> None:
     files = _files(tmp_path, {k: v[:12] for k, v in _arrays().items()})
     out = tmp_path / "sweep"
-    out.mkdir()
-    (out / "run.json").write_text("{}")
+    claim_run(out, [cell_config("none")])  # a sweep's run.json, no cell finished yet
+    before = sorted(p.name for p in out.iterdir())
     assert benchmark.main(_argv(files, out)) == 2
     err = capsys.readouterr().err.strip()
     assert "holds a sweep's results" in err and "\n" not in err, err
-    assert sorted(p.name for p in out.iterdir()) == ["run.json"]
+    assert sorted(p.name for p in out.iterdir()) == before
 
 
 def test_a_sweep_result_reads_as_a_table_a_summary_and_one_line(tmp_path) -> None:
