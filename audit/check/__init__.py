@@ -26,6 +26,15 @@ tighten a general one):
 ``source_commands`` (optional): the sweep command(s) whose runs the file was calibrated from, so
 that it can be reproduced.
 
+Whatever the thresholds, a row fails where an empirical lower bound on epsilon shows its claim
+false (:func:`~audit.check.checking.bound_violations`): each bound is a test of the claim at 95 %,
+and a run holds up to 5 bound columns on every attack row, so the checks actually made (one per
+cell for the cell's audit, one per row for each attack's own bound) are corrected together by
+Holm's step-down procedure on their p-values (the ``*_p`` columns): the chance that a run whose
+claims all hold fails any of them is at most 5 %. A failing line names the correction, the
+p-value and the number of checks; a row from before the p-values is checked uncorrected (its
+bound above its claim), and its line says so.
+
 A NaN observation fails any limit that applies to it. Rows that no entry matches are reported as
 unchecked; a file that matches no row at all is an error, so a misconfigured gate cannot pass.
 

@@ -53,6 +53,7 @@ class Violation:
     observed: float
     limit: float
     tolerance: float
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -150,8 +151,10 @@ def _violations(index: int, t: Threshold, row: Any) -> list[Violation]:
     return found
 
 
-#: Relative slack on a lower bound above its claim (float rounding only).
+#: Relative slack on a lower bound above its claim (float rounding only; rows without p-values).
 BOUND_SLACK = 1e-9
+#: The gate's family-wise false-failure rate over all its bound checks together (Holm).
+BOUND_ALPHA = 0.05
 BOUND_METRIC = "epsilon_lower>epsilon"
 #: The lower-bound columns checked against the claim: the audit's (white-box for DP-SGD) and
 #: the input-canary one. The input-canary run trains on D_train plus about m/2 canaries, so its
@@ -167,10 +170,11 @@ BOUND_COLUMNS = (
     "epsilon_lower_input_fdp",
     "epsilon_lower_attack",
 )
+ATTACK_BOUND_COLUMN = "epsilon_lower_attack"
 
 
 def row_violation(
-    row: Any, metric: str, observed: float, limit: float, tolerance: float
+    row: Any, metric: str, observed: float, limit: float, tolerance: float, note: str = ""
 ) -> Violation:
     """The :class:`Violation` of ``metric`` by ``row`` (a run's row as a named tuple)."""
     return Violation(
@@ -184,23 +188,81 @@ def row_violation(
         observed,
         limit,
         tolerance,
+        note,
     )
 
 
-def bound_violations(frame: pd.DataFrame) -> list[Violation]:
-    """Rows whose empirical lower bound (any of :data:`BOUND_COLUMNS`) exceeds their claimed
-    epsilon, whatever the thresholds.
+def holm_rejected(p_values: Sequence[float], alpha: float = BOUND_ALPHA) -> list[bool]:
+    """Holm's step-down procedure (Holm 1979) over ``p_values``: sorted ascending, the i-th
+    smallest (i = 0, 1, ...) is rejected while every p-value so far is below ``alpha / (k - i)``.
+    The chance of rejecting any true hypothesis is at most ``alpha`` whatever the p-values'
+    dependence; with one p-value it is the plain test ``p < alpha``."""
+    k = len(p_values)
+    rejected = [False] * k
+    for i, j in enumerate(sorted(range(k), key=lambda j: p_values[j])):
+        if not p_values[j] < alpha / (k - i):
+            break
+        rejected[j] = True
+    return rejected
 
-    A valid lower bound above the claim means the claim (or the mechanism's code) is wrong; rows
-    without a bound (NaN, or a run from before the column existed) pass.
+
+def _check_key(row: Any, column: str, index: int) -> tuple:
+    """One bound check: the cell's audit columns repeat on each of its rows (one test per cell
+    and column); an attack's bound is its row's own."""
+    cell = getattr(row, "config_hash", None)
+    if not isinstance(cell, str) or not cell:
+        return (column, index)
+    if column == ATTACK_BOUND_COLUMN:
+        return (column, cell, row.attack, row.distance, getattr(row, "variant", ""))
+    return (column, cell)
+
+
+def bound_violations(frame: pd.DataFrame, alpha: float = BOUND_ALPHA) -> list[Violation]:
+    """Rows whose empirical lower bound (any of :data:`BOUND_COLUMNS`) shows their claimed
+    epsilon false, whatever the thresholds, with at most ``alpha`` family-wise false-failure
+    rate over every bound check of the run.
+
+    Each bound (95 % confidence) is one test of its row's claim; a run has up to 5 bound columns
+    on every attack row, so failing on any bound above its claim would fail a correct run far
+    more often than 5 %. Each check is therefore its bound's p-value at the claim (the
+    ``<column>_p`` column: the smallest ``1 - confidence`` at which that bound exceeds the
+    claim), and the checks actually made (one per cell for the cell's audit columns, one per row
+    for ``epsilon_lower_attack``; NaN bounds and infinite claims make none) are corrected
+    together by Holm's procedure (:func:`holm_rejected`): as strong as Bonferroni's ``alpha / k``
+    everywhere, stronger after the first rejection, and valid for dependent tests (the columns
+    and rows of one cell share a training run). Rows from before the p-value columns (a bound
+    but no p-value) are checked uncorrected, bound above claim, and their violation says so.
     """
+    columns = [c for c in BOUND_COLUMNS if {c, "epsilon"} <= set(frame.columns)]
+    checks: dict[tuple, tuple[float, list]] = {}  # key -> (p-value, [(row, column)])
     found = []
-    for column in (c for c in BOUND_COLUMNS if {c, "epsilon"} <= set(frame.columns)):
-        metric = f"{column}>epsilon"
-        for row in frame.itertuples(index=False):
+    for index, row in enumerate(frame.itertuples(index=False) if columns else ()):
+        claim = float(row.epsilon)
+        for column in columns:
+            bound = float(getattr(row, column))
+            if math.isnan(bound) or not math.isfinite(claim):
+                continue
+            p = float(getattr(row, f"{column}_p", math.nan))
+            if math.isnan(p):  # a run from before the p-values: the bound alone, uncorrected
+                if bound > claim * (1 + BOUND_SLACK):
+                    why = "uncorrected: no p-value stored (a run from before issue 40)"
+                    found.append(
+                        row_violation(
+                            row, f"{column}>epsilon", bound, claim, claim * BOUND_SLACK, why
+                        )
+                    )
+                continue
+            checks.setdefault(_check_key(row, column, index), (p, []))[1].append((row, column))
+    keys = list(checks)
+    k = len(keys)
+    for key, rejected in zip(keys, holm_rejected([checks[x][0] for x in keys], alpha), strict=True):
+        if not rejected:
+            continue
+        p, hits = checks[key]
+        why = f"p {p:.3g} at the claim; Holm over {k} bound checks, {alpha:g} family-wise"
+        for row, column in hits:
             bound, claim = float(getattr(row, column)), float(row.epsilon)
-            if not math.isnan(bound) and bound > claim * (1 + BOUND_SLACK):
-                found.append(row_violation(row, metric, bound, claim, claim * BOUND_SLACK))
+            found.append(row_violation(row, f"{column}>epsilon", bound, claim, 0.0, why))
     return found
 
 
@@ -249,7 +311,9 @@ def check_dir(run_dir: Path, thresholds_path: Path) -> CheckResult:
 
 
 def format_violations(violations: Sequence[Violation]) -> str:
-    """A plain-text table, one line per violation."""
+    """A plain-text table, one line per violation (a last column ``why`` where any violation
+    has a note: the bound checks' correction)."""
+    noted = any(v.note for v in violations)
     headers = (
         "dataset",
         "mech",
@@ -261,7 +325,7 @@ def format_violations(violations: Sequence[Violation]) -> str:
         "observed",
         "limit",
         "tolerance",
-    )
+    ) + (("why",) if noted else ())
     body = [
         (
             v.dataset,
@@ -275,6 +339,7 @@ def format_violations(violations: Sequence[Violation]) -> str:
             f"{v.limit:.4f}",
             f"{v.tolerance:.4f}",
         )
+        + ((v.note,) if noted else ())
         for v in violations
     ]
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]

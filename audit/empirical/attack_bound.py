@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit.empirical.bounds import CONFIDENCE, one_run_epsilon_bound
+from audit.empirical.bounds import CONFIDENCE, one_run_epsilon_bound, one_run_p_value
 
 GUESS_SHARES = (0.05, 0.1, 0.2, 0.35, 0.5)
 """Shares of the selection half guessed "in" (top scores) and, separately, "out" (bottom)."""
@@ -41,7 +41,10 @@ GUESS_SHARES = (0.05, 0.1, 0.2, 0.35, 0.5)
 class AttackBound:
     """``epsilon``: the lower bound at ``confidence`` (NaN where none could be computed, with
     ``note`` saying why); ``ceiling``: the bound had every guess been right; m, r, v: records
-    of the evaluation half, guesses made there, guesses right."""
+    of the evaluation half, guesses made there, guesses right; ``p_value``: the p-value of the
+    claim's epsilon given the same guesses (Steinke et al.'s, :func:`~audit.empirical.bounds.
+    one_run_p_value`; NaN without a bound or a finite claim), which the gate compares with a
+    family-wise corrected level."""
 
     epsilon: float
     ceiling: float
@@ -49,12 +52,14 @@ class AttackBound:
     r: int
     v: int
     note: str
+    p_value: float = math.nan
 
     def columns(self) -> dict[str, object]:
         return {
             "epsilon_lower_attack": self.epsilon,
             "epsilon_lower_attack_ceiling": self.ceiling,
             "epsilon_lower_attack_note": self.note,
+            "epsilon_lower_attack_p": self.p_value,
         }
 
 
@@ -87,11 +92,13 @@ def attack_epsilon_bound(
     seed: int,
     independent: bool,
     confidence: float = CONFIDENCE,
+    claim_epsilon: float = math.nan,
 ) -> AttackBound:
     """The attack's epsilon lower bound (module docstring), or NaN and why.
 
     ``independent``: whether each record's membership was an independent fair coin (the
-    theorem's premise); False gives NaN.
+    theorem's premise); False gives NaN. ``claim_epsilon``: the claim whose p-value the bound
+    carries (NaN: none).
     """
     scores = np.asarray(scores, dtype=np.float64)
     is_member = np.asarray(is_member, dtype=bool)
@@ -124,7 +131,8 @@ def attack_epsilon_bound(
                 best, chosen = eps, (high, low)
     r, v = _counts(scores[evaluate], is_member[evaluate], *chosen)
     if r == 0:
-        return AttackBound(0.0, 0.0, m, 0, 0, "no guesses on the evaluation half")
+        p = 1.0 if math.isfinite(claim_epsilon) else math.nan
+        return AttackBound(0.0, 0.0, m, 0, 0, "no guesses on the evaluation half", p)
     bound = one_run_epsilon_bound(m=m, r=r, v=v, delta=delta, confidence=confidence, tol=1e-3)
     note = (
         f"one-run analysis (Steinke et al. 2023) of this attack's scores: {v} of r = {r} "
@@ -133,4 +141,9 @@ def attack_epsilon_bound(
     )
     if bound.ceiling == 0:
         note += "; even all r right would prove nothing at this delta"
-    return AttackBound(bound.epsilon, bound.ceiling, m, r, v, note)
+    p = (
+        one_run_p_value(m=m, r=r, v=v, epsilon=claim_epsilon, delta=delta)
+        if math.isfinite(claim_epsilon) and claim_epsilon >= 0
+        else math.nan
+    )
+    return AttackBound(bound.epsilon, bound.ceiling, m, r, v, note, p)

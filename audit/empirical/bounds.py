@@ -17,6 +17,7 @@ Notes:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,6 +127,50 @@ def threshold_test_bound(
         fpr_hi=fpr_hi,
         fnr_hi=fnr_hi,
     )
+
+
+#: The smallest p-value the searches of :func:`smallest_rejecting_level` resolve; a smaller one is
+#: reported as this (above the truth, so a comparison with any level rejects nothing extra).
+P_VALUE_FLOOR = 1e-15
+
+
+def smallest_rejecting_level(rejected: Callable[[float], bool], *, rtol: float = 1e-3) -> float:
+    """The p-value of a test given as ``rejected(alpha)``, which must be monotone (a test that
+    rejects at a level rejects at every larger one): the smallest alpha in [P_VALUE_FLOOR, 1) at
+    which it rejects, by bisection on log(alpha) to relative ``rtol``, rounded up (never below
+    the truth: a p-value compared with a level fails nothing the test itself would not); 1 where
+    no level below 1 rejects."""
+    high = 1.0 - 1e-9
+    if not rejected(high):
+        return 1.0
+    if rejected(P_VALUE_FLOOR):
+        return P_VALUE_FLOOR
+    low_log, high_log = math.log(P_VALUE_FLOOR), math.log(high)
+    while high_log - low_log > rtol:
+        mid = (low_log + high_log) / 2
+        low_log, high_log = (low_log, mid) if rejected(math.exp(mid)) else (mid, high_log)
+    return math.exp(high_log)
+
+
+def threshold_test_p_value(bound: ThresholdBound, epsilon: float) -> float:
+    """The p-value of the claim ``(epsilon, bound.delta)`` given the counts of ``bound``: the
+    smallest ``1 - confidence`` at which :func:`threshold_test_bound` on them exceeds
+    ``epsilon`` (so ``p < 1 - confidence`` exactly where that bound is above the claim)."""
+
+    def rejected(alpha: float) -> bool:
+        return (
+            threshold_test_bound(
+                false_positives=bound.false_positives,
+                negatives=bound.negatives,
+                false_negatives=bound.false_negatives,
+                positives=bound.positives,
+                delta=bound.delta,
+                confidence=1.0 - alpha,
+            ).epsilon
+            > epsilon
+        )
+
+    return smallest_rejecting_level(rejected)
 
 
 def threshold_ceiling(

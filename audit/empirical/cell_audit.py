@@ -24,11 +24,17 @@ M (local audits) and m (canaries) come from the profile (:data:`DRAWS`, :data:`C
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from audit.config import CellConfig
-from audit.empirical.estimators import Estimator
+from audit.empirical.bounds import (
+    OneRunBound,
+    one_run_p_value,
+    threshold_test_p_value,
+)
+from audit.empirical.estimators import Estimator, one_run_fdp_p_value
 from audit.empirical.local import DRAWS, LocalAudit
 from audit.mechanisms import CellData, Context, available_mechanisms, get_mechanism
 from audit.privacy.claim import PrivacyClaim
@@ -49,6 +55,10 @@ class CellAudit:
     ``bound``: the lower bound at 95 % confidence (NaN: not audited); ``kind``: how it was
     obtained; ``m``: draws M per input or canaries m (0: none); ``ceiling``: the most this audit
     could prove (all tests right); ``seconds``: the audit's time, extra training run included.
+    ``p_value`` (and the f-DP and input ones): the p-value of the cell's claim given the same
+    data (the smallest ``1 - confidence`` at which the bound would exceed it; NaN: no bound or
+    no finite claim), which the gate compares with a family-wise corrected level
+    (:func:`audit.check.checking.bound_violations`).
     """
 
     bound: float = math.nan
@@ -63,6 +73,10 @@ class CellAudit:
     estimator: str = ""
     fdp_bound: float = math.nan
     input_fdp_bound: float = math.nan
+    p_value: float = math.nan
+    fdp_p_value: float = math.nan
+    input_p_value: float = math.nan
+    input_fdp_p_value: float = math.nan
 
     def columns(self) -> dict[str, Any]:
         return {
@@ -76,6 +90,10 @@ class CellAudit:
             "epsilon_lower_input": self.input_bound,
             "epsilon_lower_input_m": self.input_m,
             "epsilon_lower_input_ceiling": self.input_ceiling,
+            "epsilon_lower_p": self.p_value,
+            "epsilon_lower_fdp_p": self.fdp_p_value,
+            "epsilon_lower_input_p": self.input_p_value,
+            "epsilon_lower_input_fdp_p": self.input_fdp_p_value,
         }
 
 
@@ -108,12 +126,19 @@ def audit_cell(cell: CellConfig, data: CellData, ctx: Context, claim: PrivacyCla
     if mechanism.one_run_audit:
         return _audit_dp_training(cell, data, ctx, claim, profile=profile, seed=seed)
     audits = mechanism.local_audits(cell, data, draws=DRAWS[profile], seed=seed, delta=claim.delta)
-    return _from_local(audits[-1])
+    return _from_local(audits[-1], claim)
 
 
-def _from_local(audit: LocalAudit) -> CellAudit:
+def _p_at(claim: PrivacyClaim, p_value: Callable[[float], float]) -> float:
+    """``p_value(claim.epsilon)``, or NaN where the claim is not a finite epsilon (nothing to
+    reject)."""
+    return p_value(claim.epsilon) if math.isfinite(claim.epsilon) else math.nan
+
+
+def _from_local(audit: LocalAudit, claim: PrivacyClaim) -> CellAudit:
     return CellAudit(
         bound=audit.epsilon,
+        p_value=_p_at(claim, lambda eps: threshold_test_p_value(audit.bound, eps)),
         kind="local-worst-case",
         estimator=Estimator.LOCAL_WORST_CASE.value,
         m=audit.draws,
@@ -146,8 +171,27 @@ def _audit_dp_training(
     }
     grad, inp = audits[CanaryKind.GRADIENT], audits[CanaryKind.INPUT]
     b, bi = grad.bound, inp.bound
+
+    def steinke(x: OneRunBound) -> float:
+        return _p_at(
+            claim,
+            lambda eps: one_run_p_value(m=x.m, r=x.r, v=x.v, epsilon=eps, delta=x.delta),
+        )
+
+    def fdp(x: OneRunBound) -> float:
+        if not 0 < x.delta < 1:
+            return math.nan
+        return _p_at(
+            claim,
+            lambda eps: one_run_fdp_p_value(m=x.m, r=x.r, v=x.v, epsilon=eps, delta=x.delta),
+        )
+
     return CellAudit(
         bound=b.epsilon,
+        p_value=steinke(b),
+        fdp_p_value=fdp(b),
+        input_p_value=steinke(bi),
+        input_fdp_p_value=fdp(bi),
         kind=kind,
         estimator=Estimator.ONE_RUN.value,
         fdp_bound=grad.fdp_epsilon,

@@ -37,7 +37,7 @@ from enum import Enum
 import numpy as np
 from scipy import optimize, stats
 
-from audit.empirical.bounds import CONFIDENCE, clopper_pearson_upper
+from audit.empirical.bounds import CONFIDENCE, clopper_pearson_upper, smallest_rejecting_level
 from audit.privacy.gaussian import analytic_gaussian_sigma, gaussian_epsilon_analytic
 
 #: Root-finding tolerance on epsilon (jax-privacy's ``xtol``).
@@ -105,6 +105,22 @@ def one_run_fdp_epsilon(
     while gap(high) > 0:
         low, high = high, 2 * high
     return float(optimize.brentq(gap, low, high, xtol=EPS_TOL))
+
+
+def one_run_fdp_p_value(*, m: int, r: int, v: int, epsilon: float, delta: float) -> float:
+    """The p-value of the Gaussian trade-off curve through ``(epsilon, delta)`` given v right of
+    r guesses about m canaries: the smallest significance at which it is rejected
+    (:func:`one_run_fdp_epsilon` at ``confidence = 1 - p`` reaches ``epsilon``); 1 where none
+    rejects it."""
+    if not (0 <= v <= r <= m and m >= 1):
+        raise ValueError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    if r == 0:
+        return 1.0
+    return smallest_rejecting_level(
+        lambda alpha: _fdp_gap(epsilon, m=m, r=r, v=v, alpha=alpha, delta=delta) > 0
+    )
 
 
 @dataclass(frozen=True)

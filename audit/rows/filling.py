@@ -109,6 +109,7 @@ def result_rows(
                 seed=uncertainty_seed,
                 delta=delta,
                 independent=independent,
+                claim_epsilon=float(common.get("epsilon", math.nan)),
             ),
             **threat_columns(
                 get_attack(result.attack).needs,

@@ -104,9 +104,14 @@ class Row:
     epsilon_lower_input: float = math.nan
     epsilon_lower_input_m: int = 0
     epsilon_lower_input_ceiling: float = math.nan
+    epsilon_lower_p: float = math.nan
+    epsilon_lower_fdp_p: float = math.nan
+    epsilon_lower_input_p: float = math.nan
+    epsilon_lower_input_fdp_p: float = math.nan
     epsilon_lower_attack: float = math.nan
     epsilon_lower_attack_ceiling: float = math.nan
     epsilon_lower_attack_note: str = ""
+    epsilon_lower_attack_p: float = math.nan
     latent_hoyer: float = math.nan
     latent_mmd: float = math.nan
     latent_mmd_sparse: float = math.nan

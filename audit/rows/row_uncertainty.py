@@ -66,16 +66,23 @@ def result_columns(
     seed: int,
     delta: float,
     independent: bool,
+    claim_epsilon: float = math.nan,
 ) -> dict[str, object]:
     """Every uncertainty column of one attack result's row (the metrics themselves included).
 
-    ``seed``: for the bootstrap and the bound's halving; ``delta``: the claim's; ``independent``:
-    whether D_atk's membership was drawn by independent fair coins (the bound's premise).
+    ``seed``: for the bootstrap and the bound's halving; ``delta`` and ``claim_epsilon``: the
+    claim's (the bound's p-value is that of ``claim_epsilon``); ``independent``: whether D_atk's
+    membership was drawn by independent fair coins (the bound's premise).
     """
     metrics = AttackMetrics.from_scores(scores, is_member)
     boot = bootstrap_intervals(scores, is_member, seed=seed)
     bound = attack_epsilon_bound(
-        scores, is_member, delta=delta, seed=seed + 1, independent=independent
+        scores,
+        is_member,
+        delta=delta,
+        seed=seed + 1,
+        independent=independent,
+        claim_epsilon=claim_epsilon,
     )
     return {
         "mi_ap": metrics.mi_ap,

@@ -262,3 +262,105 @@ def test_an_attack_whose_own_scores_prove_more_than_the_claim_fails(tmp_path, ca
     assert run_check(tmp_path / "bad", frame) == 1
     out = capsys.readouterr().out
     assert "epsilon_lower_attack>epsilon" in out and f"{planted.epsilon:.4f}" in out
+
+
+def test_holm_rejects_step_down_and_more_than_bonferroni():
+    from audit.check.checking import holm_rejected
+
+    # Bonferroni (0.05 / 4 = 0.0125) rejects only 0.001; Holm goes on: 0.013 < 0.05 / 3,
+    # 0.02 < 0.05 / 2, and stops at 0.5
+    assert holm_rejected([0.013, 0.5, 0.001, 0.02]) == [True, False, True, True]
+    assert holm_rejected([0.04]) == [True]  # one check: the plain test at 5 %
+    assert holm_rejected([0.04, 0.04]) == [False, False]
+    assert holm_rejected([]) == []
+
+
+@pytest.mark.statistical
+def test_holm_keeps_the_family_wise_false_failure_rate_at_5_percent():
+    """10 true claims per run (p-values uniform, independent), 4000 seeded runs: failing any of
+    them uncorrected happens in 1 - 0.95^10 = 40 % of runs; with Holm at most 5 %. Tolerance:
+    4 standard deviations of a Binomial(4000, 0.05) share, 0.0138."""
+    import numpy as np
+
+    from audit.check.checking import holm_rejected
+
+    p = np.random.default_rng(40).random((4000, 10))
+    corrected = np.mean([any(holm_rejected(list(row))) for row in p])
+    uncorrected = np.mean((p < 0.05).any(axis=1))
+    assert corrected <= 0.05 + 4 * math.sqrt(0.05 * 0.95 / 4000)
+    assert uncorrected > 0.35  # what the gate did before
+
+
+def _attack_bounds(frame: pd.DataFrame, *, p_values: bool) -> pd.DataFrame:
+    """Every private row claims 0.95 and its attack's scores prove 1.012 at 95 % (50 of r = 60
+    right on m = 200 records, delta 1e-5): each bound is above its claim, p 0.035 at it."""
+    from audit.empirical.bounds import one_run_epsilon_bound, one_run_p_value
+
+    frame = frame.copy()
+    private = frame.mech != "none"
+    frame["epsilon"] = frame.mech.map({"none": math.inf, "cdp": 0.95, "ldp": 0.95})
+    bound = one_run_epsilon_bound(m=200, r=60, v=50, delta=1e-5)
+    frame["epsilon_lower_attack"] = bound.epsilon
+    frame.loc[~private, "epsilon_lower_attack"] = math.nan
+    if p_values:
+        p = one_run_p_value(m=200, r=60, v=50, epsilon=0.95, delta=1e-5)
+        assert bound.epsilon > 0.95 and 0.05 / 8 < p < 0.05
+        frame["epsilon_lower_attack_p"] = p
+        frame.loc[~private, "epsilon_lower_attack_p"] = math.nan
+    return frame
+
+
+def test_borderline_bounds_pass_under_holm_and_failed_uncorrected(tmp_path, capsys):
+    """8 attack rows, each bound just above its claim (p 0.035 < 0.05): alone, each fails at
+    95 %, as the gate did before (and still does for rows without p-values); over the 8
+    checks Holm needs p < 0.05 / 8 for the first, so the run passes."""
+    assert run_check(tmp_path / "uncorrected", _attack_bounds(runs(), p_values=False)) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: 8 violation(s)" in out and "uncorrected: no p-value stored" in out
+    assert run_check(tmp_path / "holm", _attack_bounds(runs(), p_values=True)) == 0
+
+
+def test_a_clear_violation_still_fails_under_holm(tmp_path, capsys):
+    """One attack of cdp seed 0 gets every guess right (60 of 60: bound 2.966, p 1.6e-4 at the
+    claim 0.95): below 0.05 / 8, so it fails, named with the correction; the others pass."""
+    from audit.empirical.bounds import one_run_epsilon_bound, one_run_p_value
+
+    frame = _attack_bounds(runs(), p_values=True)
+    hit = (frame.mech == "cdp") & (frame.seed == 0) & (frame.distance == "mse")
+    frame.loc[hit, "epsilon_lower_attack"] = one_run_epsilon_bound(
+        m=200, r=60, v=60, delta=1e-5
+    ).epsilon
+    frame.loc[hit, "epsilon_lower_attack_p"] = one_run_p_value(
+        m=200, r=60, v=60, epsilon=0.95, delta=1e-5
+    )
+    assert run_check(tmp_path, frame) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: 1 violation(s)" in out
+    line = next(x for x in out.splitlines() if "epsilon_lower_attack>epsilon" in x)
+    assert line.split()[:8] == [
+        "lfw-subset", "cdp", "z=1", "0", "reconstruction", "mse", "epsilon_lower_attack>epsilon",
+        "2.9665",
+    ]  # fmt: skip
+    assert "Holm over 8 bound checks, 0.05 family-wise" in line
+
+
+def test_a_cells_audit_bound_is_one_check_however_many_rows_repeat_it(tmp_path, capsys):
+    """The cell's audit columns repeat on each of its rows: cdp's two cells (seeds 0 and 1, two
+    rows each) are 2 checks, not 4. p-values 0.02 and 0.04: Holm over 2 rejects 0.02 (< 0.025)
+    and then 0.04 (< 0.05), each on both rows of its cell; 0.02 and 0.06: only the first. Over
+    4 checks (counted per row) 0.02 would pass (> 0.0125)."""
+    frame = runs()
+    frame["epsilon"] = frame.mech.map({"none": math.inf, "cdp": 2.0, "ldp": 3.0})
+    frame["epsilon_lower"] = frame.mech.map({"none": math.nan, "cdp": 2.1, "ldp": math.nan})
+    frame["epsilon_lower_p"] = frame.mech.map({"none": math.nan, "cdp": 0.02, "ldp": math.nan})
+    cdp_seed_1 = (frame.mech == "cdp") & (frame.seed == 1)
+    frame.loc[cdp_seed_1, "epsilon_lower_p"] = 0.04
+    assert run_check(tmp_path / "a", frame) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: 4 violation(s)" in out and "Holm over 2 bound checks" in out
+    frame.loc[cdp_seed_1, "epsilon_lower_p"] = 0.06
+    assert run_check(tmp_path / "b", frame) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: 2 violation(s)" in out
+    failed = [x.split() for x in out.splitlines() if "epsilon_lower>epsilon" in x]
+    assert [x[3] for x in failed] == ["0", "0"]  # seed 0's two rows

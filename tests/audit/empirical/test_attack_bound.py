@@ -68,3 +68,22 @@ def test_at_two_delta_above_the_significance_nothing_is_provable_and_the_note_sa
     big = attack_epsilon_bound(scores, is_member, delta=0.03, seed=0, independent=True)
     assert (big.epsilon, big.ceiling) == (0.0, 0.0) and "would prove nothing" in big.note
     assert attack_epsilon_bound(scores, is_member, delta=0.01, seed=0, independent=True).epsilon > 0
+
+
+def test_the_bound_carries_the_p_value_of_the_claim():
+    """The gate corrects over its checks with these p-values: the perfect attack's 3.565 at 95 %
+    means p < 0.05 for a claim of 3 and p > 0.05 for 4; no claim (NaN or inf) gives NaN."""
+    is_member = np.random.default_rng(0).random(400) < 0.5
+    scores = is_member.astype(float)
+
+    def p(claim: float) -> float:
+        return attack_epsilon_bound(
+            scores, is_member, delta=1e-3, seed=0, independent=True, claim_epsilon=claim
+        ).p_value
+
+    assert p(3.0) < 0.05 < p(4.0) <= 1
+    assert math.isnan(p(math.nan)) and math.isnan(p(math.inf))
+    columns = attack_epsilon_bound(
+        scores, is_member, delta=1e-3, seed=0, independent=True, claim_epsilon=3.0
+    ).columns()
+    assert columns["epsilon_lower_attack_p"] == p(3.0)

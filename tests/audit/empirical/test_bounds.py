@@ -186,3 +186,45 @@ def test_the_p_value_is_at_least_two_delta_for_every_outcome(delta) -> None:
                     assert p >= min(2 * delta, 1.0) - 1e-12, (m, r, v, eps)
     if 2 * delta >= 0.05:
         assert one_run_epsilon_bound(m=400, r=400, v=400, delta=delta).ceiling == 0.0
+
+
+@pytest.mark.parametrize("confidence", [0.95, 0.999])
+@pytest.mark.parametrize(
+    ("m", "r", "v", "delta"),
+    [(1000, 170, 157, 1e-5), (100, 100, 100, 0.02), (200, 60, 50, 1e-5)],
+)
+def test_a_p_value_is_below_a_level_exactly_where_its_bound_is_above_the_claim(
+    m, r, v, delta, confidence
+) -> None:
+    """What the gate's correction relies on (audit.check.checking.bound_violations): for
+    Steinke et al.'s bound, the f-DP bound and the threshold test, p(claim) < 1 - confidence
+    if and only if the bound at that confidence exceeds the claim (claims within the searches'
+    tolerance of the bound excepted)."""
+    from audit.empirical.bounds import threshold_test_bound, threshold_test_p_value
+    from audit.empirical.estimators import one_run_fdp_epsilon, one_run_fdp_p_value
+
+    alpha = 1 - confidence
+    steinke = one_run_epsilon_bound(m=m, r=r, v=v, delta=delta, confidence=confidence).epsilon
+    fdp = one_run_fdp_epsilon(m=m, r=r, v=v, delta=delta, confidence=confidence)
+    counts = dict(false_positives=r - v, negatives=m, false_negatives=m - v, positives=m)
+    test = threshold_test_bound(**counts, delta=delta, confidence=confidence)
+    checked = 0
+    for claim in np.linspace(0.1, 8, 20):
+        for bound, p in (
+            (steinke, one_run_p_value(m=m, r=r, v=v, epsilon=claim, delta=delta)),
+            (fdp, one_run_fdp_p_value(m=m, r=r, v=v, epsilon=claim, delta=delta)),
+            (test.epsilon, threshold_test_p_value(test, claim)),
+        ):
+            if abs(bound - claim) > 2e-3:
+                assert (p < alpha) == (bound > claim), (bound, claim, p)
+                checked += 1
+    assert checked > 50
+
+
+def test_the_smallest_rejecting_level_is_rounded_up_and_floored() -> None:
+    from audit.empirical.bounds import P_VALUE_FLOOR, smallest_rejecting_level
+
+    p = smallest_rejecting_level(lambda alpha: alpha > 0.0123)
+    assert 0.0123 < p <= 0.0123 * 1.0011  # above the truth by at most rtol
+    assert smallest_rejecting_level(lambda alpha: True) == P_VALUE_FLOOR
+    assert smallest_rejecting_level(lambda alpha: False) == 1.0

@@ -25,9 +25,9 @@ def _claim(delta: float) -> PrivacyClaim:
     return PrivacyClaim(epsilon=5.0, delta=delta, method="test", accountant="test")
 
 
-def test_the_columns_are_ten_consecutive_row_columns():
+def test_the_columns_are_fourteen_consecutive_row_columns():
     start = COLUMNS.index("epsilon_lower")
-    assert tuple(NOT_AUDITED.columns()) == COLUMNS[start : start + 10]
+    assert tuple(NOT_AUDITED.columns()) == COLUMNS[start : start + 14]
     assert math.isnan(NOT_AUDITED.bound) and NOT_AUDITED.kind == ""
 
 
@@ -58,6 +58,9 @@ def test_dp_training_gets_both_one_run_audits(mech, delta):
     )
     assert 0 <= cols["epsilon_lower"] <= cols["epsilon_lower_ceiling"]
     assert 0 <= cols["epsilon_lower_input"] <= cols["epsilon_lower_input_ceiling"]
+    for column in ("", "_fdp", "_input", "_input_fdp"):  # p-values of the claim, for the gate
+        p, bound = cols[f"epsilon_lower{column}_p"], cols[f"epsilon_lower{column}"]
+        assert 0 < p <= 1 and (p < 0.05) == (bound > 5.0)
     assert "gradient canaries" in got.note and "input canaries" in got.note
 
 
@@ -65,3 +68,4 @@ def test_vae_ldp_gets_the_corner_audit_below_its_claim():
     got = audit_cell(_cell("vae-ldp", 10.0), None, None, _claim(1e-3))
     assert got.kind == "local-worst-case" and got.m == 10**4
     assert 0 < got.bound <= got.ceiling and "vae-ldp" in got.note
+    assert 0 < got.p_value <= 1 and (got.p_value < 0.05) == (got.bound > 5.0)  # claim 5.0
