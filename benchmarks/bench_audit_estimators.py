@@ -33,9 +33,9 @@ from audit.empirical.guesses import GuessRule
 from audit.empirical.multi_run import multi_run_audit
 from audit.empirical.one_run import audit_cell_of, audit_one_run, extra_run
 from audit.empirical.one_run_settings import Broken, OneRunSettings
+from audit.executors import LocalExecutor
 from audit.mechanisms import Context, build_options, get_mechanism
 from audit.profiles import ProfileName, profile_for_dataset
-from audit.executors import LocalExecutor
 from dpvae_core.progress import null_progress
 
 CTX = Context(device="cpu", progress=null_progress)

@@ -153,9 +153,9 @@ def _run_multi(args: AuditRequest, settings) -> tuple[list[str], float]:
     from audit.config import CellConfig, ExecutorName
     from audit.datasets import load_dataset
     from audit.empirical.multi_run import multi_run_audit
+    from audit.executors import make_executor
     from audit.mechanisms import build_options
     from audit.profiles import ProfileName, profile_for_dataset
-    from audit.executors import make_executor
 
     mech = args.mech
     cell = CellConfig(

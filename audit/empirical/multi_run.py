@@ -44,8 +44,8 @@ from audit.empirical.estimators import (
 )
 from audit.empirical.one_run import audit_one_run
 from audit.empirical.one_run_settings import CanaryKind, OneRunAudit, OneRunSettings
-from audit.mechanisms import Context
 from audit.executors import CellFailed, Executor
+from audit.mechanisms import Context
 from dpvae_core.digests import json_digest
 from dpvae_core.progress import null_progress
 from dpvae_core.seeding import derive_seed

@@ -14,8 +14,8 @@ import pandas as pd
 from audit import results
 from audit.config import ExecutorName, SweepConfig
 from audit.datasets import check_data_home, dataset_split, load_dataset
-from audit.results import CELLS_DIR, RUNS_CSV
 from audit.executors import CellFailed, make_executor
+from audit.results import CELLS_DIR, RUNS_CSV
 from audit.sweep.jobs import (
     CellComputed,
     SweepIncomplete,
