@@ -143,7 +143,7 @@ def image_grid(
                 if r == 0 and c < len(column_titles):
                     ax.set_title(column_titles[c], fontsize=8)
             axes[r, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
-        fig.suptitle(title)
+        _finish(fig, title)  # wrapped to the figure's width
     return fig
 
 
@@ -183,5 +183,5 @@ def series_grid(
             Line2D([], [], color=colors[f], label=f"channel {f + 1}") for f in range(n_channels)
         ]
         fig.legend(handles=handles, loc="outside lower center", ncol=min(n_channels, 6), fontsize=7)
-        fig.suptitle(title)
+        _finish(fig, title)  # wrapped to the figure's width
     return fig
