@@ -354,4 +354,6 @@ def test_a_sweep_of_the_throwaways_writes_their_rows_and_report(throwaways, tmp_
     assert set(rows["mech"]) == {BASELINE, "throwaway"}
     assert set(rows["attack"]) == {"reconstruction", "throwaway-attack"}
     report = (tmp_path / "report" / "report.md").read_text()
-    assert "throwaway s=2" in report or "s=2" in report
+    assert "| throwaway | s=2 |" in report  # its setting, labelled by its parameter's symbol
+    assert "throwaway-attack:" in report  # its measures, in the per-attack table
+    assert list((tmp_path / "report").glob("*-reconstructions_throwaway.png"))
