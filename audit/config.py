@@ -9,7 +9,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from audit.cell.attack_plan import CELL_DEFAULT_ATTACKS, calibrates, check_requested
+from audit.attack_plan import CELL_DEFAULT_ATTACKS, calibrates, check_requested
 from audit.datasets import check_dataset_name, resolve_window_stride
 from audit.options import MechanismOptions
 from audit.profiles import Profile, ProfileName
@@ -102,7 +102,7 @@ class CellConfig:
     mechanism's typed options (None: all defaults). Both go into the hash as one ``options``
     mapping (run facts and the options set).
     ``attacks``: the registered attacks the cell runs, in the sweep's order
-    (:func:`audit.cell.attack_plan.plan_attacks`).
+    (:func:`audit.attack_plan.plan_attacks`).
     ``audit``: run the mechanism's empirical audit in the cell (``--canary-audit``;
     :mod:`audit.empirical.cell_audit`); its result is in the cell's rows.
     """
@@ -177,7 +177,7 @@ class CellConfig:
     @property
     def reference_models(self) -> int:
         """R, the reference VAEs this cell's attacker trains: the profile's, where an attack of
-        the cell calibrates (:func:`~audit.cell.attack_plan.calibrates`), else 0."""
+        the cell calibrates (:func:`~audit.attack_plan.calibrates`), else 0."""
         return (self.profile.reference_models or 0) if calibrates(self.attacks) else 0
 
     def mech_settings(self) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from timing import device_seconds
 from attacks import AttackData
 from attacks.registry import sweep_attacks
 from attacks.threat import Records, Release, ReleaseKind
-from audit.cell.attack_plan import attack_settings
+from audit.attack_plan import attack_settings
 from audit.cell.attack_step import run_release_attacks
 from audit.cell.membership import attack_data, cell_data, reference_positions, reference_records
 from audit.cell.references import cell_spec

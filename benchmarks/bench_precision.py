@@ -37,7 +37,7 @@ from timing import device_seconds
 from attacks import AttackData
 from attacks.registry import sweep_attacks
 from attacks.threat import Records, Release, ReleaseKind
-from audit.cell.attack_plan import attack_settings
+from audit.attack_plan import attack_settings
 from audit.cell.attack_step import run_release_attacks
 from audit.cell.membership import cell_data, reference_records
 from audit.config import CellConfig

@@ -65,7 +65,7 @@ from attacks.metrics import AttackMetrics  # noqa: E402
 from attacks.registry import build_attack  # noqa: E402
 from attacks.uncertainty import _weighted_ap_auc, bootstrap_intervals  # noqa: E402
 from audit import io  # noqa: E402
-from audit.cell.attack_plan import attack_settings  # noqa: E402
+from audit.attack_plan import attack_settings  # noqa: E402
 from audit.cell.membership import attack_data, cell_data  # noqa: E402
 from audit.cell.target import train_target  # noqa: E402
 from audit.datasets import dataset_split, load_dataset  # noqa: E402

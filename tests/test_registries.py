@@ -34,7 +34,7 @@ from attacks.registry import (
 )
 from attacks.threat import ReleaseKind
 from audit import mechanisms
-from audit.cell.attack_plan import check_requested, plan_attacks
+from audit.attack_plan import check_requested, plan_attacks
 from audit.check import param_label
 from audit.check.thresholds import Threshold
 from audit.cli.audit_request import AuditRequest, build_audit_parser

@@ -12,7 +12,7 @@ import torch
 from attacks import AttackData, AttackResult, AttackSettings, Records, Release, build_attack
 from attacks.registry import get_attack
 from attacks.threat import missing
-from audit.cell.attack_plan import attack_settings, calibrates
+from audit.attack_plan import attack_settings, calibrates
 from audit.cell.gen_accuracy import Generated
 from audit.cell.membership import (
     MIN_REFERENCE_RECORDS,
@@ -152,7 +152,7 @@ def released_samples(gen_x: torch.Tensor, gen_y: torch.Tensor) -> Records | None
 
 def unmet_attacks(cell: CellConfig, release: Release) -> dict[str, frozenset]:
     """The attacks of ``cell`` that ``release`` cannot serve, with what each lacks: the plan
-    (:func:`audit.cell.attack_plan.plan_attacks`) assumes D_gen and reference records, but D_gen is
+    (:func:`audit.attack_plan.plan_attacks`) assumes D_gen and reference records, but D_gen is
     withheld when it holds NaN (:func:`released_samples`) and a small D_test leaves no reference
     records (:func:`reference_records`)."""
     lacking = {name: missing(get_attack(name), release) for name in cell.attacks}

@@ -3,6 +3,8 @@ coins), and the attacker's reference records."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -10,10 +12,39 @@ from attacks import AttackData, Records
 from audit.config import CellConfig
 from audit.datasets import Dataset, Split
 from audit.mechanisms import CellData
-from audit.results import AttackIndex
 from dpvae_core.records import Modality
 from dpvae_core.seeding import Purpose, numpy_rng
 from models.training import Pair
+
+
+@dataclass(frozen=True)
+class AttackIndex:
+    """A cell's attack index: which dataset records its D_atk holds, as rows of the loaded
+    dataset (``Dataset.x``), saved so the report can show them without recomputing D_atk.
+
+    ``index`` (n,): each D_atk record's row, in the order the attack scored them (the order of
+    ``scores.npz``: members, then non-members); ``is_member`` (n,) bool; ``train_index`` (m,):
+    the rows of the cell's D_train after the ``max_train`` cap (where the members come from; the
+    report's class-latent samples read it).
+    """
+
+    index: np.ndarray
+    is_member: np.ndarray
+    train_index: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("index", "train_index"):
+            value = getattr(self, name)
+            if value.ndim != 1 or value.dtype.kind not in "iu" or (value < 0).any():
+                raise ValueError(
+                    f"{name} must be a 1-d array of non-negative integers, got "
+                    f"{value.dtype} {value.shape}"
+                )
+        if self.is_member.dtype != np.bool_ or self.is_member.shape != self.index.shape:
+            raise ValueError(
+                f"is_member must be bool of index's shape {self.index.shape}, got "
+                f"{self.is_member.dtype} {self.is_member.shape}"
+            )
 
 
 def cell_data(dataset: Dataset, split: Split, cell: CellConfig) -> CellData:

@@ -59,7 +59,7 @@ import numpy as np
 import torch
 
 from attacks import Records
-from audit.cell.attack_plan import CELL_DEFAULT_ATTACKS
+from audit.attack_plan import CELL_DEFAULT_ATTACKS
 from audit.cell.membership import reference_records
 from audit.config import CellConfig
 from audit.mechanisms import BASELINE, CellData

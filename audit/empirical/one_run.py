@@ -64,7 +64,7 @@ import torch
 from attacks import AttackData
 from attacks.registry import build_attack
 from attacks.threat import Release
-from audit.cell.attack_plan import attack_settings
+from audit.attack_plan import attack_settings
 from audit.cell.target import train_target
 from audit.config import CellConfig
 from audit.empirical.bounds import OneRunBound, one_run_epsilon_bound

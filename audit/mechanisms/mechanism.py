@@ -135,7 +135,7 @@ class Mechanism(ABC):
     target VAE (DP-Adam); without, the VAE is built in its fast implementation
     (:meth:`models.factory.ModelFamily.target_vae`). ``release``: what the mechanism publishes of
     the trained VAE (:class:`~attacks.threat.ReleaseKind`), which decides the attacks its cells
-    run (:mod:`audit.cell.attack_plan`). The default, the whole VAE, is what none, cdp,
+    run (:mod:`audit.attack_plan`). The default, the whole VAE, is what none, cdp,
     cdp-termwise, ldp and vae-ldp release; a mechanism that publishes less (dp2vae: the decoder)
     overrides it.
     """

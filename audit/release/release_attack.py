@@ -23,7 +23,7 @@ from attacks.dcr import DcrResult, dcr_baseline
 from attacks.registry import get_attack, sweep_attacks
 from attacks.threat import applicable
 from audit import io
-from audit.cell.attack_plan import attack_settings
+from audit.attack_plan import attack_settings
 from audit.cell.attack_step import run_release_attacks
 from audit.config import CACHE_SCHEMA
 from audit.mechanisms import Context

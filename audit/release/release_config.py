@@ -7,7 +7,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from attacks.attack import check_positive_ints, check_seed
-from audit.cell.attack_plan import check_requested
+from audit.attack_plan import check_requested
 from audit.profiles import SIZE_LIMIT_REASON, SIZE_LIMITS
 from audit.release.record_sets import SERIES_RANGE
 from dpvae_core.records import Modality

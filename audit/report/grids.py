@@ -30,13 +30,14 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from audit import results
+from audit.cell.membership import AttackIndex
 from audit.config import CellConfig
 from audit.datasets import Dataset, dataset_modality, load_dataset
 from audit.mechanisms import BASELINE, find_mechanism
 from audit.report.record_figures import image_grid, series_grid
 from audit.report.skips import skip
 from audit.report.stats import format_epsilon
-from audit.results import AttackIndex, load_cell_config
+from audit.results import load_cell_config
 from dpvae_core.records import Modality
 from models.factory import model_family
 from models.generation import Generation, generate

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from audit import results
-from audit.cell.attack_plan import CELL_DEFAULT_ATTACKS
+from audit.attack_plan import CELL_DEFAULT_ATTACKS
 from audit.check import param_label
 from audit.mechanisms import BASELINE, available_mechanisms
 from audit.report.stats import summarise, t_interval

@@ -11,7 +11,8 @@ The sweep, the report and the gate read and write a run directory only through t
     OUT/cells/<hash>/.lock  held while a sweep computes that cell
     OUT/runs.csv            rebuilt from the cells after each cell; never read back as a source
     OUT/reference-models/<key>/   reference VAEs shared by the cells of a dataset, seed and
-                            recipe (:mod:`audit.cell.reference_cache`, which reads and writes them)
+                            recipe (:mod:`audit.results.reference_cache` reads and writes
+                            them)
     OUT/.runs.csv.lock      held while runs.csv is rebuilt
     OUT/.run.json.lock      held while run.json is read and updated
     OUT/.sweep.lock         shared by every running sweep; exclusive while orphans are cleaned
@@ -31,7 +32,6 @@ Callers import the names below from ``audit.results``.
 """
 
 from audit.results.cells import (
-    AttackIndex,
     cell_config,
     cell_configs,
     cell_rows,
@@ -106,7 +106,6 @@ __all__ = [
     "SCORES_FILE",
     "GRID_OPTIONS",
     "RUN_OPTIONS",
-    "AttackIndex",
     "begin_cell",
     "cell_problem",
     "drop_changed_caches",

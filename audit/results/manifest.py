@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from audit import io
-from audit.cell.attack_plan import CELL_DEFAULT_ATTACKS
+from audit.attack_plan import CELL_DEFAULT_ATTACKS
 from audit.config import CACHE_SCHEMA, RUN_OPTIONS, check_cache_schema
 from audit.results.layout import MANIFEST
 from audit.results.locks import locked

@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from attacks import AttackResult, Release
 from attacks.attack import NONPRIVATE_VARIANTS, Variant
 from attacks.registry import get_attack
@@ -198,14 +196,3 @@ def build_cell_rows(
         seed=cell.seed,
         delta=claim.delta if math.isfinite(claim.delta) else math.nan,
     )
-
-
-def scores_of(attacked: Attacked) -> dict[str, np.ndarray]:
-    """The cell's ``scores.npz`` arrays: each result's scores and D_atk's membership."""
-    from audit.results import scores_key
-
-    scores = {
-        scores_key(r.attack, r.distance.value, r.variant.value): r.scores for r in attacked.results
-    }
-    scores["is_member"] = attacked.data.is_member
-    return scores

@@ -15,17 +15,17 @@ import numpy as np
 import torch
 
 from audit import io
-from audit.cell.attack_step import attack_target
+from audit.cell.attack_step import Attacked, attack_target
 from audit.cell.gen_accuracy import generate_and_classify
-from audit.cell.membership import attack_index
+from audit.cell.membership import AttackIndex, attack_index
 from audit.cell.reference_training import ReferenceSet
 from audit.cell.references import ReferenceModel
 from audit.cell.target import Measured, TrainedTarget, measure_target, train_target
 from audit.config import CellConfig
 from audit.empirical.cell_audit import audit_cell
 from audit.mechanisms import CellData, Context
-from audit.results import AttackIndex, begin_cell, finish_cell, write_attack_index
-from audit.rows.filling import build_cell_rows, scores_of
+from audit.results import begin_cell, finish_cell, scores_key, write_attack_index
+from audit.rows.filling import build_cell_rows
 from audit.rows.row import Row
 
 log = logging.getLogger(__name__)
@@ -112,3 +112,12 @@ def save_outcome(cell_dir: Path, cell: CellConfig, outcome: CellOutcome, metadat
         write_attack_index(cell_dir, outcome.attack_index)
     rows = {"rows": [row.to_dict() for row in outcome.rows]}
     finish_cell(Path(cell_dir).parents[1], cell_dir, rows)
+
+
+def scores_of(attacked: Attacked) -> dict[str, np.ndarray]:
+    """The cell's ``scores.npz`` arrays: each result's scores and D_atk's membership."""
+    scores = {
+        scores_key(r.attack, r.distance.value, r.variant.value): r.scores for r in attacked.results
+    }
+    scores["is_member"] = attacked.data.is_member
+    return scores

@@ -15,13 +15,13 @@ import torch
 
 from audit import io, results
 from audit.cell.membership import cell_data
-from audit.cell.reference_cache import cached_models, save_trained
 from audit.cell.references import ReferenceModel, cell_reference_specs
 from audit.config import CellConfig, SweepConfig
 from audit.datasets import Dataset, Split
 from audit.executors import CellFailed, Executor
 from audit.mechanisms import Context
 from audit.results import CELLS_DIR
+from audit.results.reference_cache import cached_models, save_trained
 from audit.sweep.cell_run import CellOutcome, run_cell, save_outcome
 from audit.sweep.real_accuracy import (
     _acc_real_key,

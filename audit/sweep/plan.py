@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from audit.cell.attack_plan import attack_settings, check_ssim_window, plan_attacks
+from audit.attack_plan import attack_settings, check_ssim_window, plan_attacks
 from audit.config import CellConfig, SweepConfig
 from audit.datasets import Dataset, Split, dataset_modality
 from audit.mechanisms import BASELINE, DataFacts, Mechanism, get_mechanism
@@ -25,7 +25,7 @@ def build_cells(
     comes first so that phi can be filled as soon as a private cell finishes. ``data_sha256``,
     the loaded data's :attr:`Dataset.content_hash`, goes into every cell's options (and hash),
     so changed data never reuses a cell. Each cell runs the attacks its mechanism's release
-    allows (:func:`audit.cell.attack_plan.plan_attacks`). The options are checked by
+    allows (:func:`audit.attack_plan.plan_attacks`). The options are checked by
     :func:`check_sweep`, not here.
     """
     attacks = plan_attacks(
@@ -80,7 +80,7 @@ def check_sweep(config: SweepConfig, data: tuple[Dataset, dict[int, Split]] | No
     and, given the loaded ``data`` and its splits, the records' modality and sizes; |D_train| is
     the smallest over the seeds after the ``max_train`` cap), and, given ``data``, that images
     fit SSIM's window where a planned attack scores SSIM
-    (:func:`~audit.cell.attack_plan.check_ssim_window`). Called without ``data`` before the data is
+    (:func:`~audit.attack_plan.check_ssim_window`). Called without ``data`` before the data is
     loaded, and with it after."""
     _check_options_apply(config)
     # once the data is loaded (a dataset that cannot be read says so first), before any cell

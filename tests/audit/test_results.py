@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from audit import io, results
+from audit.cell.membership import AttackIndex
 from audit.config import CACHE_SCHEMA, SweepConfig
 from audit.mechanisms import build_options
 from audit.profiles import PROFILES, ProfileName
@@ -206,7 +207,7 @@ def test_restored_floats_round_trip_non_finite_numbers(tmp_path):
 def test_attack_set_round_trips_and_refuses_damaged_files(tmp_path):
     import numpy as np
 
-    records = results.AttackIndex(
+    records = AttackIndex(
         index=np.array([7, 3, 9, 1]),
         is_member=np.array([True, True, False, False]),
         train_index=np.array([2, 3, 5, 7]),

@@ -11,15 +11,15 @@ import torch
 
 from attacks.threat import Records
 from audit.cell import reference_training, references
-from audit.cell.reference_cache import (
+from audit.cell.reference_training import build_reference_model, reference_set
+from audit.cell.references import ReferenceSpec, records_digest, reference_recipe
+from audit.results.reference_cache import (
     cache_dir,
     cached_models,
     load_cached,
     save_models,
     save_trained,
 )
-from audit.cell.reference_training import build_reference_model, reference_set
-from audit.cell.references import ReferenceSpec, records_digest, reference_recipe
 
 
 def _reference(n: int = 24, *, seed: int = 0) -> Records:

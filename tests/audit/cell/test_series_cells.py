@@ -113,7 +113,7 @@ def test_tiny_sweep_on_the_motionsense_fixture(tmp_path):
         dataset="motionsense",
         mechs=("none", "ldp"),
         profile_name=ProfileName.QUICK,
-        profile=TINY,
+        profile=replace(TINY, batch_size=3),  # the fixture's D_train holds 3 records
         seeds=(0,),
         out=tmp_path / "out",
         data_home=home,

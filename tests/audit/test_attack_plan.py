@@ -13,11 +13,7 @@ from attacks.likelihood import LikelihoodAttack
 from attacks.registry import available_attacks, get_attack, sweep_attacks
 from attacks.threat import Capability, ReleaseKind
 from audit import mechanisms
-from audit.cell.attack_plan import (
-    CELL_DEFAULT_ATTACKS,
-    check_requested,
-    plan_attacks,
-)
+from audit.attack_plan import CELL_DEFAULT_ATTACKS, check_requested, plan_attacks
 from audit.config import SweepConfig
 from audit.mechanisms.ldp import LocalDP
 from audit.profiles import PROFILES, ProfileName

@@ -12,7 +12,7 @@ import torch
 from audit import io
 from audit.cell.reference_training import ReferenceSet
 from audit.cell.references import REFERENCE_DIR, SPEC_FILE, ReferenceModel, ReferenceSpec
-from audit.results import file_problem, record_file, recorded_files
+from audit.results.integrity import file_problem, record_file, recorded_files
 
 log = logging.getLogger(__name__)
 

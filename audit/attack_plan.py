@@ -22,15 +22,15 @@ from collections.abc import Mapping, Sequence
 from attacks.attack import AttackSettings
 from attacks.distances import Distance, distances_for
 from attacks.distances.ssim_window import SSIM_WIN_SIZE
+from attacks.reconstruction import ReconstructionAttack
 from attacks.registry import available_attacks, build_attack, get_attack, sweep_attacks
 from attacks.threat import Capability, ReleaseKind, Threat
-from audit.rows.row import PAPER_ATTACK
 from dpvae_core.records import Modality, record_modality
 
 SIDE_KNOWLEDGE: frozenset[Capability] = frozenset({Capability.REFERENCE_RECORDS})
 """What the sweep's attacker holds besides the release: reference records, no reference models."""
 
-CELL_DEFAULT_ATTACKS: tuple[str, ...] = (PAPER_ATTACK,)
+CELL_DEFAULT_ATTACKS: tuple[str, ...] = (ReconstructionAttack.name,)
 """What a cell config that names no attacks runs (the default of
 :attr:`audit.config.CellConfig.attacks`, left out of a cell's hash and stored config at this
 value, so every stored config keeps its meaning): the reconstruction attack alone. A sweep's
