@@ -30,6 +30,12 @@ from dpvae_core.validation import check_device_name, parse_enum
 CACHE_SCHEMA = 4
 
 
+#: The cache schema whose config hash first keyed a target's training draws (issue 30, at schema
+#: 3). :attr:`CellConfig.training_key` digests the identity with it, whatever the schema now, so a
+#: new schema redraws no training (as :attr:`CellConfig.noise_key` redraws no noise).
+TRAINING_DRAWS_SCHEMA = 3
+
+
 class ExecutorName(str, Enum):
     LOCAL = "local"
     RAY = "ray"
@@ -157,6 +163,15 @@ class CellConfig:
         cache schema redraws nothing. A mixed-precision cell takes its float32 twin's
         (:attr:`draws`)."""
         return json_digest(self.draws.identity())
+
+    @property
+    def training_key(self) -> str:
+        """What keys the target's training draws (shuffling or Poisson coins, reparameterisation
+        noise, DP2-VAE's subsets): the digest of the float32 twin's identity with
+        :data:`TRAINING_DRAWS_SCHEMA`, the config hash those draws were keyed by when they were
+        first keyed by the cell. A new :data:`CACHE_SCHEMA` (a change of what is stored) changes
+        :attr:`config_hash` but redraws no training."""
+        return json_digest({**self.draws.identity(), "cache_schema": TRAINING_DRAWS_SCHEMA})
 
     @property
     def precision(self) -> str:

@@ -300,8 +300,9 @@ def training_seed(cell: CellConfig) -> int:
     """The target's training seed (shuffling or Poisson coins, reparameterisation noise,
     DP2-VAE's subsets): keyed by the cell's configuration, as DP noise is, so no two cells of a
     seed share these draws (their D_train and D_atk are shared, keyed by the seed alone). A
-    mixed-precision cell shares its float32 twin's draws (:attr:`CellConfig.draws`)."""
-    return derive_seed(cell.seed, Purpose.TRAIN, cell.draws.config_hash)
+    mixed-precision cell shares its float32 twin's draws, and a new cache schema changes none
+    (:attr:`CellConfig.training_key`)."""
+    return derive_seed(cell.seed, Purpose.TRAIN, cell.training_key)
 
 
 def vae_settings(cell: CellConfig, ctx: Context) -> VAETrainSettings:

@@ -17,6 +17,9 @@ PINNED_CDP, PINNED_NONE = "7cac80c407643493", "74804c4012ad567c"
 #: Their noise keys: what their hashes were before the cache schema (main at e044bf5), so that
 #: the schema redrew no noise.
 NOISE_CDP, NOISE_NONE = "66dd7f7af31e5a2f", "94f20125862347e4"
+#: Their training keys: their hashes under cache schema 3 (main at b9830c5), which keyed the
+#: targets' training draws, so that schema 4 (digests) redrew no training.
+TRAINING_CDP, TRAINING_NONE = "98b4dd82dfa2fd2a", "176b4b7fefdea090"
 
 
 def _sweep(**kw):
@@ -86,6 +89,7 @@ def test_a_cells_hash_is_pinned_under_its_cache_schema():
     assert cell.config_hash == PINNED_CDP and cell.noise_key == NOISE_CDP
     base = CellConfig("digits", "none", "none", None, 3, QUICK, cell.options[:1])
     assert base.config_hash == PINNED_NONE and base.noise_key == NOISE_NONE
+    assert (cell.training_key, base.training_key) == (TRAINING_CDP, TRAINING_NONE)
     audited = replace(cell, audit=True, attacks=("reconstruction", "likelihood"))
     assert audited.canonical()["audit"] is True
     assert audited.canonical()["attacks"] == ["reconstruction", "likelihood"]
