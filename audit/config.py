@@ -15,7 +15,7 @@ from audit.options import MechanismOptions
 from audit.profiles import Profile, ProfileName
 from dpvae_core.digests import json_digest
 from dpvae_core.precision import parse_precision
-from dpvae_core.validation import check_device_name, parse_enum
+from dpvae_core.validation import AUTO, check_device_name, parse_enum
 
 #: The version of the cell cache: what a cell's canonical config holds and how it is hashed.
 #: It is in every cell's config (so in its hash) and in ``OUT/run.json``; cells and runs of
@@ -230,7 +230,7 @@ class SweepConfig:
     profile: Profile
     seeds: tuple[int, ...]
     out: Path
-    device: str = "cpu"
+    device: str = "cpu"  # or "auto": resolved by run_sweep (audit.sweep.device_choice)
     data_home: Path | None = None
     grid: tuple[float, ...] | None = None
     overwrite: bool = False
@@ -242,7 +242,8 @@ class SweepConfig:
     report: bool = True  # write OUT/report at the end (no cell's hash depends on it)
     attacks: tuple[str, ...] | None = None
     audit: bool = False  # --canary-audit: each private cell runs its mechanism's empirical audit
-    precision: str = "float32"  # --precision: autocast of the non-private computations
+    precision: str = "float32"  # --precision: autocast of the non-private computations; "auto"
+    # is resolved by run_sweep before any cell is built (audit.sweep.device_choice)
 
     def __post_init__(self) -> None:
         check_dataset_name(self.dataset)
@@ -261,8 +262,9 @@ class SweepConfig:
                 raise ValueError(f"seeds must be non-negative integers, got {seed!r}")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct, got {list(self.seeds)}")
-        check_device_name(self.device)
-        object.__setattr__(self, "precision", parse_precision(self.precision).value)
+        check_device_name(self.device, auto=True)
+        if self.precision != AUTO:
+            object.__setattr__(self, "precision", parse_precision(self.precision).value)
         if self.grid is not None:
             if not self.grid:
                 raise ValueError("--grid needs at least one value")
@@ -282,5 +284,8 @@ class SweepConfig:
 
     def precision_options(self) -> tuple[tuple[str, Any], ...]:
         """The precision as a cell option: ``(("precision", "bf16"),)``, nothing for float32
-        (so float32 cells keep the hashes they had before the option existed)."""
+        (so float32 cells keep the hashes they had before the option existed). ``auto`` is
+        resolved before any cell is built, and never stored in one."""
+        if self.precision == AUTO:
+            raise ValueError("precision 'auto' must be resolved before cells are built")
         return () if self.precision == "float32" else (("precision", self.precision),)

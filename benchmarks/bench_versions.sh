@@ -7,6 +7,9 @@
 #
 # Default workload (LFW20, DATA_HOME from $DPVAE_LFW_HOME): mech none, quick, 5 epochs, 100
 # training faces, N = 5, 40 attacked records, 400 generated faces, no reference models, one thread.
+# Since issue 38 the working tree's defaults are --device auto --precision auto (bf16 on a CPU with
+# AVX-512 BF16 or AMX): to compare float32 rows there, give a workload with --precision float32
+# (commits from 8493bf2 on take it).
 set -eu
 old=$1; reps=${2:-2}; shift $(( $# >= 2 ? 2 : 1 ))
 [ "${1:-}" = "--" ] && shift

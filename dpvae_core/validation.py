@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
@@ -67,32 +68,35 @@ def parse_enum(enum: type[E], value: E | str, what: str) -> E:
 
 
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:(0|[1-9][0-9]*))?")
+#: The ``--device`` (and ``--precision``) value that lets this machine choose: resolved once,
+#: before any work, and never stored (a cell records the resolved value).
+AUTO = "auto"
+DEVICES_ALLOWED = "auto, cpu, cuda or cuda:N (N a non-negative integer)"
 
 
-def check_device_name(device: str) -> str:
-    """``device`` if it is ``cpu``, ``cuda`` or ``cuda:N`` (N a non-negative integer)."""
+def check_device_name(device: str, *, auto: bool = False) -> str:
+    """``device`` if it is ``cpu``, ``cuda`` or ``cuda:N`` (N a non-negative integer), or
+    :data:`AUTO` where ``auto`` allows it."""
+    if auto and device == AUTO:
+        return device
     if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
-        raise ValueError(
-            f"unknown device {device!r}; choose cpu, cuda or cuda:N (N a non-negative integer)"
-        )
+        allowed = DEVICES_ALLOWED if auto else DEVICES_ALLOWED.removeprefix("auto, ")
+        raise ValueError(f"unknown device {device!r}; choose {allowed}")
     return device
 
 
 def check_device(device: str, flag: str = "--device") -> str:
     """``device`` if it names a device (:func:`check_device_name`) that this machine has: CUDA
     available and the index below the device count. The ValueError names the flag and says what
-    is allowed here."""
+    is allowed here (the flag also takes :data:`AUTO`, which :func:`resolve_device` reads)."""
     if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
-        raise ValueError(
-            f"{flag} {device!r} is not a device; choose cpu, cuda or cuda:N (N a non-negative "
-            "integer)"
-        )
+        raise ValueError(f"{flag} {device!r} is not a device; choose {DEVICES_ALLOWED}")
     if device == "cpu":
         return device
     import torch
 
     if not torch.cuda.is_available():
-        raise ValueError(f"{flag} {device}: CUDA is not available here; use {flag} cpu")
+        raise ValueError(f"{flag} {device}: CUDA is not available here; use {flag} cpu (or {AUTO})")
     count = torch.cuda.device_count()
     index = int(device.partition(":")[2] or 0)
     if index >= count:
@@ -100,6 +104,40 @@ def check_device(device: str, flag: str = "--device") -> str:
             f"{flag} {device}: this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}"
         )
     return device
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """The device a run uses and why (``reason``: the flag as given, or what ``auto`` saw)."""
+
+    device: str
+    reason: str
+
+    def line(self) -> str:
+        """The one line a command prints: ``device: cpu (auto: no CUDA GPU)``."""
+        return f"device: {self.device} ({self.reason})"
+
+
+def resolve_device(value: str, flag: str = "--device") -> DeviceChoice:
+    """The device ``value`` names on this machine: :data:`AUTO` is the first CUDA GPU
+    (``cuda``) where torch sees one, else ``cpu``; any other value must pass
+    :func:`check_device`."""
+    if value != AUTO:
+        return DeviceChoice(check_device(value, flag), f"{flag} {value}")
+    import torch
+
+    if torch.cuda.is_available():
+        return DeviceChoice("cuda", f"{AUTO}: a CUDA GPU is present, {_gpu_name()}")
+    return DeviceChoice("cpu", f"{AUTO}: no CUDA GPU")
+
+
+def _gpu_name() -> str:
+    import torch
+
+    try:
+        return torch.cuda.get_device_name(0)
+    except (RuntimeError, AssertionError):  # torch sees a device it cannot query
+        return "cuda:0"
 
 
 def machine_memory() -> int:

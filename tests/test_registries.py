@@ -247,6 +247,7 @@ def throwaways() -> Iterator[None]:
 def _sweep(tmp_path: Path, attacks=None, report: bool = False):
     args = build_run_parser().parse_args(
         ["--dataset", "digits", "--mech", "throwaway", "--seeds", "0", "--out", str(tmp_path)]
+        + ["--precision", "float32"]  # cells are built from it: no "auto" (resolved by a sweep)
         + (["--attack", *attacks] if attacks else [])
         + ([] if report else ["--no-report"])
     )

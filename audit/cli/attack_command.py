@@ -17,7 +17,7 @@ from audit.cli.parsing import Parser, add_verbosity, finite_float, path_arg
 from audit.release.record_sets import ReleaseRecords, Role, read_records
 from dpvae_core.path_checks import check_input_file, check_output_dir
 from dpvae_core.records import Modality
-from dpvae_core.validation import check_device
+from dpvae_core.validation import DeviceChoice, resolve_device
 
 #: The utility classifiers' epoch budget where --test is given and --classifier-epochs is not.
 CLASSIFIER_EPOCHS = 40
@@ -114,7 +114,12 @@ def build_attack_parser() -> Parser:
         "class shares of both, so neither follows the membership coins)",
     )
     p.add_argument("--seed", type=int, default=0, help="root seed of the attacks")
-    p.add_argument("--device", default="cpu", help="torch device of the model and attacks")
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="torch device of the model and attacks: auto (default: the first CUDA GPU where "
+        "there is one, else the CPU; printed as the attacks start), cpu, cuda or cuda:N",
+    )
     p.add_argument(
         "--no-progress", dest="progress", action="store_false", help="hide progress bars"
     )
@@ -135,8 +140,9 @@ def attack_main(argv: Sequence[str]) -> int:
         ) from None
 
 
-def _check_arguments(args) -> None:  # noqa: ANN001 (the parsed arguments)
-    """What the flags say together, and every path and the device, before anything is read."""
+def _check_arguments(args) -> DeviceChoice:  # noqa: ANN001 (the parsed arguments)
+    """What the flags say together, and every path and the device, before anything is read;
+    the device the attack runs on (``auto`` resolved)."""
     if args.samples is None and args.decoder is None and args.vae is None:
         raise ValueError(
             "give the release: --samples S.npz, --decoder PKG.MOD:FN or --vae PKG.MOD:FN"
@@ -153,7 +159,7 @@ def _check_arguments(args) -> None:  # noqa: ANN001 (the parsed arguments)
     for role, path in _record_paths(args):
         check_input_file(path, f"--{role.value}", kind=".npz file")
     check_output_dir(args.out, "--out")
-    check_device(args.device)
+    return resolve_device(args.device)
 
 
 def _record_paths(args) -> list[tuple[Role, Path]]:  # noqa: ANN001 (the parsed arguments)
@@ -173,7 +179,7 @@ def _attack(args) -> int:  # noqa: ANN001 (the parsed arguments)
     from audit.release.release_config import ReleaseAttackConfig
     from audit.release.release_rows import check_release_out
 
-    _check_arguments(args)
+    device = _check_arguments(args)
     config = ReleaseAttackConfig(
         name=default_name(args) if args.name is None else args.name,
         modality=args.modality,
@@ -183,7 +189,7 @@ def _attack(args) -> int:  # noqa: ANN001 (the parsed arguments)
         epsilon=math.nan if args.epsilon is None else args.epsilon,
         delta=math.nan if args.delta is None else args.delta,
         gen_records=args.gen_records,
-        device=args.device,
+        device=device.device,
         membership_coins=args.membership_coins,
         classifier_epochs=(
             CLASSIFIER_EPOCHS if args.classifier_epochs is None else args.classifier_epochs
@@ -199,7 +205,7 @@ def _attack(args) -> int:  # noqa: ANN001 (the parsed arguments)
     )
     spec = args.vae or args.decoder
     model = (
-        None if spec is None else load_model(spec, whole=args.vae is not None, device=args.device)
+        None if spec is None else load_model(spec, whole=args.vae is not None, device=device.device)
     )
     progress = _progress(args.progress)
     attacked = attack_release(
@@ -210,6 +216,7 @@ def _attack(args) -> int:  # noqa: ANN001 (the parsed arguments)
         out=args.out,
         progress=progress,
         test=sets.get(Role.TEST),
+        on_start=lambda: print(device.line(), file=sys.stderr, flush=True),
     )
     print(
         f"{len(attacked.rows)} rows in {args.out / 'runs.csv'}; report {attacked.report} (and "

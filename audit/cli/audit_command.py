@@ -10,12 +10,15 @@ A usage error raises ValueError, which :func:`audit.cli.main.main` prints as one
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from audit.cli.audit_request import INPUT_DESIGN, AuditRequest, build_audit_parser
 from audit.cli.logs import configure_logging
 from audit.empirical.local import DRAWS, LocalAudit
 from audit.mechanisms import get_mechanism
+from dpvae_core.validation import DeviceChoice, resolve_device
 
 
 def _cell_and_data(args: AuditRequest):
@@ -110,6 +113,7 @@ def _run_one_run(args: AuditRequest) -> tuple[list[str], float]:
     if args.runs is not None:
         return _run_multi(args, settings)
     cell, data = _cell_and_data(args)
+    print(DeviceChoice(args.device, args.device_reason).line(), file=sys.stderr, flush=True)
     audit = audit_one_run(cell, data, Context(device=args.device, progress=null_progress), settings)
     b, claim = audit.bound, audit.claim
     n_run = int(audit.extra.get("n_train_with_canaries", len(data.train[0])))
@@ -208,23 +212,23 @@ def run_audit(request: AuditRequest) -> str:
     return "\n".join([*lines, f"{bound:.10g}"])
 
 
-def check_environment(request: AuditRequest) -> None:
+def check_environment(request: AuditRequest) -> AuditRequest:
     """What the request needs of this machine, before any work: the device, a data home the
-    dataset reads, and (with --runs) an --out it can write; nothing is created."""
+    dataset reads, and (with --runs) an --out it can write; nothing is created. Returns the
+    request with its device resolved (``auto``: :func:`dpvae_core.validation.resolve_device`)."""
     from audit.datasets import check_data_home
     from dpvae_core.path_checks import check_output_dir
-    from dpvae_core.validation import check_device
 
-    check_device(request.device)
+    device = resolve_device(request.device)
     check_data_home(request.dataset, request.data_home)
     if request.out is not None:
         check_output_dir(request.out, "--out")
+    return replace(request, device=device.device, device_reason=device.reason)
 
 
 def audit_main(argv: Sequence[str]) -> int:
     args = build_audit_parser().parse_args(list(argv))
     configure_logging(args.verbose)
-    request = AuditRequest.from_args(args)
-    check_environment(request)
+    request = check_environment(AuditRequest.from_args(args))
     print(run_audit(request))
     return 0

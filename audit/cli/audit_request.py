@@ -143,7 +143,12 @@ def build_audit_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--draws", type=int, default=None, metavar="M", help=f"{local}: draws M")
     p.add_argument("--seed", type=int, default=0, help="root seed (cell and audit)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (one-run audits)")
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="one-run audits: auto (default: the first CUDA GPU where there is one, else the "
+        "CPU; printed as the audit's training starts), cpu, cuda or cuda:N",
+    )
     p.add_argument("--data-home", type=path_arg, default=None, help="where LFW/MotionSense live")
     add_verbosity(p)
     return p
@@ -190,8 +195,9 @@ class AuditRequest:
     executor: str = "local"
     delta: float | None = None
     draws: int | None = None
-    device: str = "cpu"
+    device: str = "cpu"  # "auto" until check_environment resolves it
     data_home: Path | None = None
+    device_reason: str = ""  # why this device (DeviceChoice.reason), printed by one-run audits
 
     def __post_init__(self) -> None:
         audited = tuple(audited_mechanisms())

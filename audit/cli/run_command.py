@@ -67,16 +67,23 @@ def build_run_parser() -> argparse.ArgumentParser:
         help="output directory (default results/DATASET-PROFILE)",
     )
     p.add_argument("--seeds", nargs="+", type=int, default=[0], help="root seeds, one run each")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="auto (default: the first CUDA GPU where there is one, else the CPU; the choice is "
+        "printed and each cell's metadata records it), cpu, cuda or cuda:N",
+    )
     p.add_argument(
         "--precision",
-        default="float32",
-        choices=[precision.value for precision in Precision],
+        default="auto",
+        choices=["auto", *(precision.value for precision in Precision)],
         help="arithmetic of the non-private computations (non-private and perturbation-VAE "
-        "training, generation, the attacks' decoding, the classifier): float32 (default), bf16 "
-        "(a GPU with bf16, or a CPU with AVX-512 BF16 or AMX) or fp16 (CUDA); autocast, float32 "
-        "weights. DP training, VAE-LDP's noise and the face descriptor stay float32. Part of "
-        "every cell's hash but float32's; one precision per --out",
+        "training, generation, the attacks' decoding, the classifier): auto (default: bf16 on a "
+        "CPU with AVX-512 BF16 or AMX, and on a GPU where a probe of a few training steps "
+        "measures it faster; else float32; printed before any work), float32, bf16 (a GPU with "
+        "bf16, or such a CPU) or fp16 (CUDA); autocast, float32 weights. DP training, VAE-LDP's "
+        "noise and the face descriptor stay float32. Part of every cell's hash but float32's; "
+        "one precision per --out (auto takes the one the --out holds)",
     )
     p.add_argument(
         "--data-home",
@@ -355,14 +362,16 @@ def run_main(argv: Sequence[str]) -> int:
     from audit.sweep.runner import report_command, run_sweep
     from dpvae_core.precision import check_precision_supported
     from dpvae_core.progress import null_progress
-    from dpvae_core.validation import check_device
+    from dpvae_core.validation import AUTO, resolve_device
 
-    check_device(config.device)
-    check_precision_supported(config.precision, config.device)
-    result = run_sweep(
+    device = resolve_device(config.device).device  # an explicit one this machine lacks: refused
+    if config.precision != AUTO:
+        check_precision_supported(config.precision, device)
+    result = run_sweep(  # resolves auto after its checks and prints the choices
         config,
         progress=tqdm_progress if config.progress else null_progress,
         command=shlex.join(["python", "benchmark.py", *argv]),
+        announce=lambda line: print(line, flush=True),
     )
     print(f"{result.ran} cell(s) run, {result.reused} reused; results: {result.csv_path}")
     if result.report is not None:

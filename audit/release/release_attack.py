@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +84,7 @@ def attack_release(
     progress: ProgressFactory = null_progress,
     test: RecordSet | None = None,
     formats: Sequence[str] = FORMATS,
+    on_start: Callable[[], None] | None = None,
 ) -> ReleaseAttack:
     """Attack the release: ``model`` (a whole VAE where ``whole``, else its decoder; None for
     samples alone) with ``records.samples`` where given, else samples it draws from the prior.
@@ -92,7 +93,8 @@ def attack_release(
     members before any attack (:func:`~audit.release.entry_points.check_model`). With ``out``,
     writes the cell's files, ``runs.csv`` and the report (``out/report/report.md`` and
     ``report.html``, figures in ``formats``: what ``benchmark.py attack`` writes); an ``out``
-    holding a sweep is refused before any work.
+    holding a sweep is refused before any work. ``on_start``: called once every check has
+    passed, as the first attack starts (the command line prints its device there).
     """
     start = time.perf_counter()
     inputs = release_inputs(records, config, model=model, whole=whole, test=test)
@@ -125,6 +127,8 @@ def attack_release(
         raise ValueError(f"--attack {skipped[0]} needs {lacks}, which this release lacks")
     settings = attack_settings(attack_samples=config.attack_samples, modality=config.modality)
     ctx = Context(device=config.device, progress=progress)
+    if on_start is not None:
+        on_start()
     results = run_release_attacks(
         names, release, data, settings=settings, seed=config.seed, ctx=ctx
     )

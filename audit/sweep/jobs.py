@@ -6,7 +6,7 @@ import logging
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,7 @@ class CellJob:
     version: str
     command: str | None
     references: tuple[ReferenceModel, ...] = ()  # the cache's reference models for this cell
+    choices: tuple[tuple[str, str], ...] = ()  # why this device and precision (--device auto)
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def compute_cell(
         baseline_hash=job.base.config_hash,
         cached_references=job.references,
     )
-    meta = run_metadata(job.cell, job.device, job.version, job.command)
+    meta = run_metadata(job.cell, job.device, job.version, job.command, dict(job.choices))
     return CellComputed(job=job, outcome=outcome, acc_real=acc_real, metadata=meta)
 
 
@@ -130,6 +131,7 @@ class _Jobs:
     splits: dict[int, Split]
     version: str
     command: str | None
+    choices: dict[str, str] = field(default_factory=dict)
 
     def job(self, cell: CellConfig, base: CellConfig) -> CellJob:
         """The job of ``cell``, with what the driver's caches already hold for it: the
@@ -152,6 +154,7 @@ class _Jobs:
             version=self.version,
             command=self.command,
             references=tuple(m for spec in specs for m in cached_models(self.out, spec)),
+            choices=tuple(self.choices.items()),
         )
 
 
@@ -198,15 +201,21 @@ def _version(package: str) -> str:
 
 
 def run_metadata(
-    cell: CellConfig, device: str, version: str, command: str | None = None
+    cell: CellConfig,
+    device: str,
+    version: str,
+    command: str | None = None,
+    choices: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The cell's provenance; ``command`` is the sweep command line (what ``check --calibrate``
-    names as the source of thresholds)."""
+    names as the source of thresholds); ``choices``: why the sweep ran on ``device`` in the
+    cell's precision (``--device auto``, ``--precision auto``: what this machine offered)."""
     packages = ("torch", "opacus", "numpy", "scikit-learn", "scikit-image", "pandas")
     return {
         "command": command,
         "seed": cell.seed,
         "device": device,
+        **({"choices": choices} if choices else {}),
         "code_version": version,
         "python": platform.python_version(),
         "platform": platform.platform(),

@@ -16,6 +16,7 @@ from audit.config import ExecutorName, SweepConfig
 from audit.datasets import check_data_home, dataset_split, load_dataset
 from audit.executors import CellFailed, make_executor
 from audit.results import CELLS_DIR, RUNS_CSV
+from audit.sweep.device_choice import resolve_sweep
 from audit.sweep.jobs import (
     CellComputed,
     SweepIncomplete,
@@ -91,6 +92,7 @@ def run_sweep(
     progress: ProgressFactory = null_progress,
     command: str | None = None,
     cell_fn: Callable[..., CellComputed] | None = None,
+    announce: Callable[[str], None] = log.info,
 ) -> SweepResult:
     """Run (or resume) every cell of ``config``; ``runs.csv`` is rebuilt after each cell, and at
     the end the report is written into ``OUT/report`` (:func:`write_sweep_report`; not with
@@ -105,6 +107,11 @@ def run_sweep(
     the driver alone writes cells and ``runs.csv``. A cell whose task died is not recorded, the
     others are, and :class:`SweepIncomplete` names the missing ones at the end. ``cell_fn``
     replaces :func:`compute_cell` (tests only: e.g. a worker that dies on its first attempt).
+
+    A device or precision of ``auto`` is resolved once, after these checks and before any cell
+    is built (:func:`audit.sweep.device_choice.resolve_sweep`); ``announce`` gets one line for
+    each choice and why (the command line prints them), and each new cell's metadata records
+    the reasons.
     """
     check_sweep(config)  # before loading any data
     check_data_home(config.dataset, config.data_home)
@@ -119,13 +126,16 @@ def run_sweep(
     )
     splits = {s: dataset_split(dataset, s) for s in config.seeds}
     check_sweep(config, (dataset, splits))
+    config, choices = resolve_sweep(config, dataset, out)  # no cell ever holds "auto"
+    for line in choices.lines():
+        announce(line)
     pairs = build_cells(config, data_sha256=dataset.content_hash)
     version = code_version()
     failed: list[CellFailed] = []
     with results.sweep_session(out):  # from here on, no other sweep cleans temporary files
         results.claim_run(out, [cell.canonical() for cell, _ in pairs])  # or refuse
         bar = progress(total=len(pairs), desc=f"{config.dataset} cells")
-        jobs = _Jobs(out, config, dataset, splits, version, command)
+        jobs = _Jobs(out, config, dataset, splits, version, command, choices.reasons())
         if executor is None:
             ran, reused = _run_local(jobs, pairs, progress, bar)
         else:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import benchmark
+from dpvae_core.validation import resolve_device
 
 MODEL = """
 import sys
@@ -87,7 +88,8 @@ def test_a_good_release_writes_rows_and_report(files, tmp_path, capsys) -> None:
 
 def test_what_the_users_code_prints_stays_out_of_the_output(files, tmp_path, capsys) -> None:
     """The module and entry point print on stdout and stderr: the command's stdout stays empty
-    and its stderr holds its own line only (the prints go to the log, shown with -v)."""
+    and its stderr holds its own lines only, the device as the attacks start and where the rows
+    went (the prints go to the log, shown with -v)."""
     argv = _argv(files, tmp_path) + [
         "--decoder",
         f"{files['model']}:chatty",
@@ -97,4 +99,6 @@ def test_what_the_users_code_prints_stays_out_of_the_output(files, tmp_path, cap
     assert benchmark.main(argv) == 0
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert len(captured.err.strip().splitlines()) == 1 and "rows in" in captured.err, captured.err
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 2 and "rows in" in lines[1], captured.err
+    assert lines[0] == resolve_device("auto").line(), captured.err  # "device: cpu (auto: ..."

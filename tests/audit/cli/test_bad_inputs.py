@@ -113,9 +113,12 @@ CASES: dict[str, dict[str, tuple]] = {
     },
     "devices": {
         **{
-            f"{cmd} --device {dev!r}": (f"{base} --device '{dev}'", "choose cpu, cuda or cuda:N")
+            f"{cmd} --device {dev!r}": (
+                f"{base} --device '{dev}'",
+                "choose auto, cpu, cuda or cuda:N",
+            )
             for cmd, base in (("sweep", SWEEP), ("audit", AUDIT), ("attack", WITH_SAMPLES))
-            for dev in ("mps", "tpu", "cuda:abc", "cuda:-1", "CUDA", "")
+            for dev in ("mps", "tpu", "cuda:abc", "cuda:-1", "CUDA", "", "bogus", "AUTO", "auto:0")
         },
         **{
             f"{cmd} --device {dev}": (f"{base} --device {dev}", _missing_device(dev))
@@ -123,7 +126,17 @@ CASES: dict[str, dict[str, tuple]] = {
             for dev in ("cuda", "cuda:0", "cuda:7")
             if _missing_device(dev)
         },
-        "sweep precision fp16 on cpu": (SWEEP + " --precision fp16", "needs a CUDA device"),
+        "sweep precision fp16 on cpu": (
+            SWEEP + " --device cpu --precision fp16",
+            "--precision fp16 needs a CUDA device, got --device cpu",
+        ),
+        **{
+            f"sweep precision {value!r}": (
+                f"{SWEEP} --precision '{value}'",
+                f"argument --precision: invalid choice: '{value}'",
+            )
+            for value in ("bogus", "AUTO", "fp32", "")
+        },
     },
     "sizes": {
         "sweep gen-records 2e9": (SWEEP + " --gen-records 2000000000", "more than this machine's"),

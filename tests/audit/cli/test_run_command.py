@@ -78,7 +78,8 @@ def test_reference_models_flag_overrides_the_profile(tmp_path):
 def _cells(argv: list[str]):
     from audit.sweep.plan import build_cells
 
-    return build_cells(config_from_args(build_run_parser().parse_args(argv)))
+    args = build_run_parser().parse_args([*argv, "--precision", "float32"])  # no "auto" in cells
+    return build_cells(config_from_args(args))
 
 
 def test_window_stride_is_recorded_in_every_cell_and_reaches_the_loader(tmp_path, monkeypatch):

@@ -47,6 +47,10 @@ TINY_ARGS = [
     "4",
     "--attack",  # these tests are of the sweep's mechanics: its cheapest list of attacks
     "reconstruction",
+    "--device",  # the same arithmetic on every machine (the defaults are auto)
+    "cpu",
+    "--precision",
+    "float32",
 ]
 
 
@@ -206,7 +210,9 @@ def test_two_concurrent_sweeps_compute_each_cell_once(tmp_path):
     ]
     outputs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
-    lines = sorted(stdout.split(";")[0] for stdout, _ in outputs)
+    for stdout, _ in outputs:  # the choices first, before any cell
+        assert stdout.startswith("device: cpu (--device cpu)\nprecision: float32 (--precision ")
+    lines = sorted(stdout.splitlines()[2].split(";")[0] for stdout, _ in outputs)
     assert lines == ["0 cell(s) run, 1 reused", "1 cell(s) run, 0 reused"]
     assert not list(out.rglob("*.tmp"))
 
