@@ -73,6 +73,7 @@ def test_a_fresh_lfw20_run_meets_the_thresholds(tmp_path):
         sys.executable, str(ROOT / "benchmark.py"), "--dataset", "lfw20", "--data-home",
         str(home), "--mech", "cdp", "--grid", "1", "--profile", "quick", "--seeds", "1",
         "--out", str(out), "--no-progress", "--no-report",
+        "--device", "cpu", "--precision", "float32",  # the thresholds' arithmetic, any machine
     ]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=4 * 3600)
     assert proc.returncode == 0, proc.stderr[-3000:]
