@@ -7,7 +7,8 @@ The device: the first CUDA GPU where torch sees one, else the CPU
 bf16 only where a probe of the run's own VAE shapes measures it faster
 (:func:`models.precision_probe.vae_step_probe`); float32 elsewhere. A run directory holds one
 precision, so ``auto`` into a directory that already holds cells takes their precision where
-this machine computes it, and is refused with one line where it does not.
+this machine computes it, and is refused with one line where it does not; an explicit
+precision other than the directory's is refused likewise, before any work.
 """
 
 from __future__ import annotations
@@ -66,9 +67,16 @@ def held_precision(out: Path) -> str | None:
 
 
 def _precision(config: SweepConfig, dataset: Dataset, out: Path, device: str) -> PrecisionChoice:
-    if config.precision != AUTO:
-        return resolve_precision(config.precision, device)
     held = held_precision(out)
+    if config.precision != AUTO:
+        chosen = resolve_precision(config.precision, device)
+        if held is not None and held != chosen.precision.value:
+            raise ValueError(
+                f"--precision {chosen.precision.value}: {out} holds {held} cells, and a run "
+                f"directory holds one precision; resume it with --precision {held} (or auto), "
+                "or choose another --out"
+            )
+        return chosen
     if held is not None:
         try:
             precision = check_precision_supported(held, device)

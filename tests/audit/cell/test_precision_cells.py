@@ -50,7 +50,9 @@ def test_a_bf16_sweep_runs_end_to_end_and_keeps_its_own_directory(tmp_path):
     assert (frame.precision == "bf16").all()
     cell = next((tmp_path / "cells").iterdir())
     assert io.read_json(cell / "config.json")["config"]["options"]["precision"] == "bf16"
-    with pytest.raises(ValueError, match=r'precision: "bf16" vs \(unset\).*another --out'):
+    with pytest.raises(
+        ValueError, match=r"--precision float32: .* holds bf16 cells.*another --out"
+    ):
         run_sweep(_config(tmp_path))
 
 

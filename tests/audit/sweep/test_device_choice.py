@@ -70,7 +70,10 @@ def test_auto_into_an_out_takes_its_precision_or_refuses_in_one_line(
     message = str(refused.value)
     assert "\n" not in message and f"--precision auto: {tmp_path} holds bf16 cells" in message
     assert "resume it on a machine that computes bf16, or sweep into another --out" in message
-    # an explicit precision keeps the manifest's refusal of a second precision in one --out
+    # an explicit other precision: refused before any work, as the manifest itself refuses it
+    message = "--precision float32: .* holds bf16 cells, .* resume it with --precision bf16"
+    with pytest.raises(ValueError, match=message):
+        resolve_sweep(_config(tmp_path), dataset, tmp_path)
     with pytest.raises(ValueError, match=r'precision: "bf16" vs \(unset\).*another --out'):
         claim_run(tmp_path, [c.canonical() for c, _ in build_cells(_config(tmp_path))])
 
