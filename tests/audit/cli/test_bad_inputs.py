@@ -356,7 +356,7 @@ CASES: dict[str, dict[str, tuple]] = {
         ),
         "face-embedding on digits": (
             SWEEP + " --classifier face-embedding",
-            "classifier is face-embedding",
+            "--classifier face-embedding needs RGB images (3, H, W)",
         ),
         "attack unknown attack": (WITH_SAMPLES + " --attack gan", "not a registered attack"),
         "attack labels on one side only": (
