@@ -66,6 +66,12 @@ def ensemble_pays(device: str | torch.device, precision: str = "float32") -> boo
     return torch.device(device).type in ENSEMBLE_DEVICE_TYPES
 
 
+def ensemble_supports(model: nn.Module) -> bool:
+    """Whether ``model`` can train in an ensemble: ``vmap`` batches every layer but recurrent
+    ones (no batching rule for ``aten::lstm``: the LSTM VAE trains alone)."""
+    return not any(isinstance(m, nn.RNNBase) for m in model.modules())
+
+
 @dataclass(frozen=True)
 class EnsembleMember:
     """One model of an ensemble and what :func:`models.training.train_vae` would take."""

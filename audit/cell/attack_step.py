@@ -84,18 +84,30 @@ def calibration_models(
     ctx: Context,
     *,
     cached: tuple[ReferenceModel, ...] = (),
+    fresh: tuple[ReferenceModel, ...] = (),
 ) -> tuple[ReferenceSet, ...]:
     """The cell's reference model sets (:func:`cell_reference_specs`: mechanism-copying first,
-    then non-private for a private mechanism), those of ``cached`` that belong to them and the
-    others trained; empty where the cell trains none or no attack that ``release`` serves
-    calibrates."""
-    runs = [name for name in cell.attacks if name not in unmet_attacks(cell, release)]
-    if not calibrates(runs):
+    then non-private for a private mechanism), those of ``cached`` and ``fresh`` (trained by
+    this cell with its target) that belong to them and the others trained; empty where the
+    cell trains none or no attack that ``release`` serves calibrates."""
+    if not release_calibrates(cell, release):
         return ()
     return tuple(
-        reference_set(spec, reference, cached=cached, device=ctx.device, progress=ctx.progress)
+        reference_set(
+            spec,
+            reference,
+            cached=cached,
+            fresh=fresh,
+            device=ctx.device,
+            progress=ctx.progress,
+        )
         for spec in _specs(cell, data, reference)
     )
+
+
+def release_calibrates(cell: CellConfig, release: Release) -> bool:
+    """Whether an attack of ``cell`` that ``release`` serves reads reference models."""
+    return calibrates([name for name in cell.attacks if name not in unmet_attacks(cell, release)])
 
 
 def attack_target(
@@ -106,9 +118,11 @@ def attack_target(
     ctx: Context,
     *,
     cached: tuple[ReferenceModel, ...] = (),
+    fresh: tuple[ReferenceModel, ...] = (),
 ) -> Attacked:
     """Every attack of the cell against what its mechanism releases (D_gen and the reference
-    records and models included), on D_atk."""
+    records and models included), on D_atk. ``cached``: reference models trained before;
+    ``fresh``: those this cell trained with its target (both used where they belong)."""
     atk_data = attack_data(data, cell)
     reference = reference_records(data, cell)
     release = Release.of_kind(
@@ -117,7 +131,9 @@ def attack_target(
         samples=released_samples(generated.x, generated.y),
         reference=reference,
     )
-    references = calibration_models(cell, data, release, reference, ctx, cached=tuple(cached))
+    references = calibration_models(
+        cell, data, release, reference, ctx, cached=tuple(cached), fresh=tuple(fresh)
+    )
     if references:  # the mechanism-copying set (mech none: non-private), then the non-private
         copying, *plain = references
         release = replace(

@@ -13,10 +13,12 @@ from torch import nn
 
 from attacks.threat import Records
 from audit.cell.references import ReferenceModel, ReferenceRecipe, ReferenceSpec, reference_cell
-from audit.cell.target import train_target
+from audit.cell.target import TargetStart, nonprivate_settings, start_target
+from audit.config import CellConfig
 from audit.mechanisms import CellData, Context
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.seeding import Purpose, derive_seed, numpy_rng
+from models.ensemble import EnsembleMember
 from models.factory import model_family
 from models.lstm_vae import without_dp_lstm_aliases
 from models.training import VAETrainSettings, train_vae
@@ -40,17 +42,15 @@ def _fresh_model(recipe: ReferenceRecipe, *, init_seed: int | None) -> nn.Module
         return family.target_vae(latent_dim=recipe.latent_dim, per_example_gradients=False)
 
 
-def _train_copying(
+def _copying_start(
     spec: ReferenceSpec,
     train: tuple[torch.Tensor, torch.Tensor],
     val: tuple[torch.Tensor, torch.Tensor],
     index: int,
-    *,
-    device: str,
-    progress: ProgressFactory,
-) -> dict[str, torch.Tensor]:
-    """Model ``index``'s state, trained by the copied cell's mechanism through the target's own
-    code path (:func:`audit.cell.target.train_target`) on ``train``, validated on ``val``."""
+    ctx: Context,
+) -> tuple[CellConfig, TargetStart]:
+    """Model ``index`` as the copied cell's mechanism starts it, through the target's own code
+    path (:func:`audit.cell.target.start_target`), on ``train``, validated on ``val``."""
     assert spec.copied is not None
     cell = reference_cell(spec.copied, batch_size=spec.recipe.batch_size, index=index)
     data = CellData(
@@ -60,24 +60,40 @@ def _train_copying(
         num_classes=spec.recipe.num_classes,
         n_total=spec.n_reference,
     )
-    target = train_target(cell, data, Context(device=device, progress=progress))
-    # in its inference form (DP-Adam's DPLSTMs fused): the keys of the model _fresh_model builds
-    return without_dp_lstm_aliases(target.model.state_dict())
+    return cell, start_target(cell, data, ctx)
 
 
-def train_reference_model(
+def _copying_state(start: TargetStart) -> dict[str, torch.Tensor]:
+    """A trained mechanism-copying model's state in its inference form (DP-Adam's DPLSTMs
+    fused): the keys of the model :func:`_fresh_model` builds."""
+    return without_dp_lstm_aliases(start.family.for_inference(start.model).eval().state_dict())
+
+
+@dataclass(frozen=True)
+class ReferenceStart:
+    """Reference model ``index`` of ``spec`` before training: the positions of the reference
+    records it trains on, and ``member``, its training where that is non-private Adam (the
+    non-private set, or a copied mechanism whose training is non-private Adam on its prepared
+    records: none, ldp, vae-ldp), which an ensemble may run; None where it is not (DP-Adam)."""
+
+    spec: ReferenceSpec
+    index: int
+    records: np.ndarray
+    member: EnsembleMember | None
+    began: float
+    copying: TargetStart | None = None
+
+
+def start_reference(
     spec: ReferenceSpec,
     reference: Records,
     index: int,
     *,
     device: str = "cpu",
     progress: ProgressFactory = null_progress,
-) -> ReferenceModel:
-    """Train reference model ``index`` of ``spec`` on its subset of ``reference``.
-
-    The reference records it does not train on validate it (the loss history only; validation
-    never changes the weights).
-    """
+) -> ReferenceStart:
+    """Reference model ``index`` of ``spec`` built, initialised and its data prepared (by the
+    copied mechanism, which may train a model of its own there: VAE-LDP's perturbation VAE)."""
     if len(reference) != spec.n_reference:
         raise ValueError(
             f"spec {spec.key} is for {spec.n_reference} reference records, got {len(reference)}"
@@ -86,7 +102,7 @@ def train_reference_model(
         raise ValueError(f"model index must lie in [0, {spec.n_models}), got {index!r}")
     recipe = spec.recipe
     train_at, val_at = _subset(spec, index)
-    start = time.perf_counter()
+    began = time.perf_counter()
     pair = (reference.x[train_at], reference.y[train_at])
     val = (reference.x[val_at], reference.y[val_at])
     if recipe.nonprivate:
@@ -102,18 +118,60 @@ def train_reference_model(
             device=device,
             precision=recipe.precision,
         )
-        train_vae(model, pair, val, settings, progress=progress)
-        trained = model.state_dict()
-    else:
-        trained = _train_copying(spec, pair, val, index, device=device, progress=progress)
-    state = {name: value.detach().cpu().clone() for name, value in trained.items()}
-    return ReferenceModel(
-        key=spec.key,
-        index=index,
-        state=state,
-        records=train_at.astype(np.int64),
-        seconds=time.perf_counter() - start,
+        member = EnsembleMember(model=model, train=pair, val=val, settings=settings)
+        return ReferenceStart(spec, index, train_at, member, began)
+    ctx = Context(device=device, progress=progress)
+    cell, start = _copying_start(spec, pair, val, index, ctx)
+    plain = nonprivate_settings(start, cell, ctx)
+    member = (
+        None
+        if plain is None
+        else EnsembleMember(start.model, start.prepared.train, start.prepared.val, plain)
     )
+    return ReferenceStart(spec, index, train_at, member, began, copying=start)
+
+
+def finish_reference(start: ReferenceStart) -> ReferenceModel:
+    """``start``'s model, its ``member`` trained, as a :class:`ReferenceModel`."""
+    assert start.member is not None
+    model = start.member.model
+    trained = model.state_dict() if start.copying is None else _copying_state(start.copying)
+    return _reference_model(start, trained)
+
+
+def _reference_model(start: ReferenceStart, trained: dict[str, torch.Tensor]) -> ReferenceModel:
+    return ReferenceModel(
+        key=start.spec.key,
+        index=start.index,
+        state={name: value.detach().cpu().clone() for name, value in trained.items()},
+        records=start.records.astype(np.int64),
+        seconds=time.perf_counter() - start.began,
+    )
+
+
+def train_reference_model(
+    spec: ReferenceSpec,
+    reference: Records,
+    index: int,
+    *,
+    device: str = "cpu",
+    progress: ProgressFactory = null_progress,
+) -> ReferenceModel:
+    """Train reference model ``index`` of ``spec`` on its subset of ``reference``.
+
+    The reference records it does not train on validate it (the loss history only; validation
+    never changes the weights).
+    """
+    start = start_reference(spec, reference, index, device=device, progress=progress)
+    member = start.member
+    if member is not None:
+        train_vae(member.model, member.train, member.val, member.settings, progress=progress)
+        return finish_reference(start)
+    begun = start.copying  # the copied mechanism trains it its own way (DP-Adam)
+    assert begun is not None and spec.copied is not None
+    cell = reference_cell(spec.copied, batch_size=spec.recipe.batch_size, index=index)
+    begun.mech.train(begun.model, begun.prepared, cell, Context(device=device, progress=progress))
+    return _reference_model(start, _copying_state(begun))
 
 
 def build_reference_model(
@@ -166,14 +224,21 @@ def reference_set(
     reference: Records,
     *,
     cached: Iterable[ReferenceModel] = (),
+    fresh: Iterable[ReferenceModel] = (),
     device: str = "cpu",
     progress: ProgressFactory = null_progress,
 ) -> ReferenceSet:
-    """The R models of ``spec``: those of ``cached`` that belong to it, the others trained."""
+    """The R models of ``spec``: those of ``cached`` that belong to it, those of ``fresh`` (this
+    cell trained them already, with its target: :mod:`audit.cell.ensemble_training`), the others
+    trained."""
     have = {m.index: m for m in cached if m.key == spec.key and 0 <= m.index < spec.n_models}
+    new = {m.index: m for m in fresh if m.key == spec.key and 0 <= m.index < spec.n_models}
     models, trained = [], []
     for index in range(spec.n_models):
-        if index not in have:
+        if index in new:
+            have[index] = new[index]
+            trained.append(index)
+        elif index not in have:
             log.info("training reference VAE %d of %d (%s)", index + 1, spec.n_models, spec.key)
             have[index] = train_reference_model(
                 spec, reference, index, device=device, progress=progress

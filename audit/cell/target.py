@@ -19,12 +19,12 @@ import torch
 
 from audit.config import CellConfig
 from audit.mechanisms import CellData, Context, get_mechanism
-from audit.mechanisms.mechanism import Prepared, Trained
+from audit.mechanisms.mechanism import Mechanism, Prepared, Trained, vae_settings
 from audit.privacy.claim import PrivacyClaim
 from dpvae_core.seeding import Purpose, derive_seed
 from models.factory import ModelFamily, model_family
 from models.latent_metrics import latent_summary
-from models.training import evaluate_vae_loss
+from models.training import VAETrainSettings, evaluate_vae_loss
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,21 @@ class TrainedTarget:
     seconds: float
 
 
-def train_target(cell: CellConfig, data: CellData, ctx: Context) -> TrainedTarget:
-    """Prepare ``data`` with ``cell``'s mechanism, build and initialise the target VAE from the
-    cell's ``Purpose.INIT`` seed (the global torch RNG is left as it was), train it and state
-    the claim."""
+@dataclass(frozen=True)
+class TargetStart:
+    """A target VAE before training: its mechanism, what it trains on, its family and the
+    initialised model (what :func:`train_target` trains, or the ensemble of
+    :mod:`audit.cell.ensemble_training`)."""
+
+    mech: Mechanism
+    prepared: Prepared
+    family: ModelFamily
+    model: torch.nn.Module
+
+
+def start_target(cell: CellConfig, data: CellData, ctx: Context) -> TargetStart:
+    """Prepare ``data`` with ``cell``'s mechanism and build the target VAE, initialised from
+    the cell's ``Purpose.INIT`` seed (the global torch RNG is left as it was)."""
     mech = get_mechanism(cell.mech)
     prepared = mech.prepare(cell, data, ctx)
     family = model_family(data.shape, data.num_classes)
@@ -64,18 +75,49 @@ def train_target(cell: CellConfig, data: CellData, ctx: Context) -> TrainedTarge
             latent_dim=cell.profile.latent_dim,
             per_example_gradients=mech.per_example_gradients,
         ).to(ctx.device)
-    start = time.perf_counter()
-    trained = mech.train(model, prepared, cell, ctx)
-    seconds = time.perf_counter() - start
-    claim = mech.claim(cell, data, trained)
+    return TargetStart(mech=mech, prepared=prepared, family=family, model=model)
+
+
+def finish_target(
+    cell: CellConfig, data: CellData, start: TargetStart, trained: Trained, seconds: float
+) -> TrainedTarget:
+    """``start``'s model, trained as ``trained`` says, in inference form, with its claim."""
     return TrainedTarget(
-        model=family.for_inference(model).eval(),  # same function and weights, faster kernels
-        prepared=prepared,
+        model=start.family.for_inference(start.model).eval(),  # same function, faster kernels
+        prepared=start.prepared,
         trained=trained,
-        claim=claim,
-        family=family,
+        claim=start.mech.claim(cell, data, trained),
+        family=start.family,
         seconds=seconds,
     )
+
+
+def adam_trained(mech: Mechanism) -> bool:
+    """Whether ``mech`` trains the target with the default, non-private Adam
+    (:meth:`~audit.mechanisms.mechanism.Mechanism.train` not overridden: none, ldp, vae-ldp), a
+    training an ensemble may run (:mod:`models.ensemble`); not DP-Adam's mechanisms."""
+    return type(mech).train is Mechanism.train
+
+
+def nonprivate_settings(
+    start: TargetStart, cell: CellConfig, ctx: Context
+) -> VAETrainSettings | None:
+    """The settings of :func:`models.training.train_vae` with which ``start``'s mechanism trains
+    it, where :func:`adam_trained`; None where the mechanism trains its own way."""
+    return vae_settings(cell, ctx) if adam_trained(start.mech) else None
+
+
+def train_target(
+    cell: CellConfig, data: CellData, ctx: Context, *, start: TargetStart | None = None
+) -> TrainedTarget:
+    """Prepare ``data`` with ``cell``'s mechanism, build and initialise the target VAE from the
+    cell's ``Purpose.INIT`` seed (the global torch RNG is left as it was), train it and state
+    the claim. ``start``: the prepared and initialised target, where it was already
+    (:func:`start_target`)."""
+    start = start_target(cell, data, ctx) if start is None else start
+    began = time.perf_counter()
+    trained = start.mech.train(start.model, start.prepared, cell, ctx)
+    return finish_target(cell, data, start, trained, time.perf_counter() - began)
 
 
 log = logging.getLogger(__name__)

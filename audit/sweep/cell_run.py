@@ -16,6 +16,7 @@ import torch
 
 from audit import io
 from audit.cell.attack_step import Attacked, attack_target
+from audit.cell.ensemble_training import train_together
 from audit.cell.gen_accuracy import generate_and_classify
 from audit.cell.membership import AttackIndex, attack_index
 from audit.cell.reference_training import ReferenceSet
@@ -55,12 +56,23 @@ def run_cell(
     distance and variant), the target model's state and its history. ``baseline_hash``: the
     config hash of the cell's non-private baseline, recorded in every row.
     ``cached_references``: reference models trained before (:func:`calibration_models` uses
-    those of this cell's specs and trains the others; the outcome carries them)."""
+    those of this cell's specs and trains the others; the outcome carries them). Where an
+    ensemble pays (CUDA), the target and the reference models it would train train together
+    first (:func:`audit.cell.ensemble_training.train_together`)."""
     start = time.perf_counter()
-    target = train_target(cell, data, ctx)
+    together = train_together(cell, data, ctx, cached=cached_references)  # on CUDA
+    target = together.target or train_target(cell, data, ctx, start=together.started)
     measured = measure_target(cell, data, target)
     generated = generate_and_classify(cell, data, target, ctx)
-    attacked = attack_target(cell, data, target, generated, ctx, cached=cached_references)
+    attacked = attack_target(
+        cell,
+        data,
+        target,
+        generated,
+        ctx,
+        cached=cached_references,
+        fresh=together.references,
+    )
     audited = audit_cell(cell, data, ctx, target.claim)
     facts = {
         "acc_real": acc_real,

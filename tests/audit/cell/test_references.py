@@ -195,13 +195,13 @@ def test_mechanism_copying_models_train_through_the_cells_mechanism(monkeypatch,
     from audit.cell import target as target_training
 
     seen = []
-    real = target_training.train_target
+    real = target_training.start_target  # prepare and build, as the target's path does
 
     def spy(cell, data, ctx):
         seen.append((cell, len(data.train[0])))
         return real(cell, data, ctx)
 
-    monkeypatch.setattr(reference_training, "train_target", spy)
+    monkeypatch.setattr(reference_training, "start_target", spy)
     reference = _reference(24)
     cell = _cell(mech, name, value, seed=5)
     copying = references.cell_spec(cell, _cell_data(), reference)
