@@ -3,7 +3,11 @@
 does on the CPU) against one ensemble (models/ensemble.py, what a cell does on CUDA).
 
   OMP_NUM_THREADS=1 python benchmarks/bench_ensemble.py [--threads 1] [--device cpu] \
-      [--sizes 200 186 186] [--epochs 2] [--repeats 3] [--precision float32]
+      [--sizes 200 186 186] [--epochs 2] [--repeats 3] [--precision float32] [--dp]
+
+``--dp``: DP-Adam (z = 1, C = 1), solo ``train_dp_vae`` (book-keeping clipping) against
+``models/dp/dp_ensemble.py`` (per-record gradients from torch.func, clipped and noised per
+member).
 
 The workload is LFW20's quick shapes on synthetic records (timing does not depend on the
 pixels): 64x64x3 images, 20 classes, latent size 16, batch 16, lr 2e-3; the target trains on
@@ -15,7 +19,8 @@ printed with the ratio solo / ensemble (above 1: the ensemble is faster).
 Then, from the last repeat, each member's distance to its solo run, ||w_ens - w_solo|| /
 ||w_solo - w_init||, beside the distance between two solo runs of the same member (0 on the
 CPU; on CUDA it shows cuDNN's own run-to-run spread), and the tolerance of
-tests/models/test_ensemble.py for these shapes (2 T gamma_n, n = batch x 64 x 64).
+tests/models/test_ensemble.py for these shapes (2 T gamma_n, n = batch x 64 x 64; with ``--dp``,
+tests/models/dp/test_dp_ensemble.py's, n = the parameter count).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import math
 import torch
 from timing import device_seconds
 
+from models.dp import DPSettings, train_dp_vae
+from models.dp.dp_ensemble import DPEnsembleMember, train_dp_vae_ensemble
 from models.ensemble import EnsembleMember, train_vae_ensemble
 from models.training import VAETrainSettings, ValidationSchedule, train_vae
 from models.vae import ConditionalConvVAE
@@ -73,26 +80,42 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--precision", default="float32")
+    p.add_argument("--dp", action="store_true", help="DP-Adam instead of non-private Adam")
     args = p.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     print(
         f"device {args.device}, {torch.get_num_threads()} threads, members {args.sizes}, "
-        f"{args.epochs} epochs, {args.precision}, torch {torch.__version__}"
+        f"{args.epochs} epochs, {args.precision}, {'DP-Adam' if args.dp else 'Adam'}, "
+        f"torch {torch.__version__}"
     )
     times: dict[str, list[float]] = {"solo": [], "ensemble": []}
     finals: dict[str, list[list[torch.Tensor]]] = {"solo": [], "ensemble": []}
     init = [_flat(m.model) for m in _members(args)]
 
+    def dp(i: int) -> DPSettings:
+        return DPSettings(noise_multiplier=1.0, clip_norm=1.0, noise_seed=2000 + i)
+
     def solo() -> list[EnsembleMember]:
         members = _members(args)
-        for m in members:
-            train_vae(m.model, m.train, m.val, m.settings)
+        for i, m in enumerate(members):
+            if args.dp:
+                train_dp_vae(m.model, m.train, m.val, m.settings, dp(i))
+            else:
+                train_vae(m.model, m.train, m.val, m.settings)
         return members
 
     def together() -> list[EnsembleMember]:
         members = _members(args)
-        train_vae_ensemble(members)
+        if args.dp:
+            train_dp_vae_ensemble(
+                [
+                    DPEnsembleMember(m.model, m.train, m.val, m.settings, dp(i))
+                    for i, m in enumerate(members)
+                ]
+            )
+        else:
+            train_vae_ensemble(members)
         return members
 
     for _ in range(args.repeats + 1):  # the first round warms up and is not counted
@@ -106,7 +129,7 @@ def main() -> None:
     print(f"ensemble {med['ensemble']:8.2f} s  (median of {args.repeats}: {times['ensemble'][1:]})")
     print(f"ratio solo / ensemble: {med['solo'] / med['ensemble']:.2f}")
     u = torch.finfo(torch.float32).eps / 2
-    n = BATCH * SIDE * SIDE
+    n = init[0].numel() if args.dp else BATCH * SIDE * SIDE  # DP: a record's norm over P
     gamma = n * u / (1 - n * u)
     for i, size in enumerate(args.sizes):
         solo_w, other_w, ens_w = (

@@ -8,7 +8,9 @@
 # 1. benchmarks/bench_ensemble.py on CUDA, LFW20's quick shapes (synthetic records): 3 models
 #    (a non-private cell: target + R = 2) and 5 (an ldp cell: target + 2 copying + 2 non-private),
 #    solo and ensemble taking turns; prints the ratio solo / ensemble and each member's distance to
-#    its solo run beside the distance between two solo runs (cuDNN's own run-to-run spread).
+#    its solo run beside the distance between two solo runs (cuDNN's own run-to-run spread); and
+#    DP-Adam's 3 (a cdp cell's target and copying references: models/dp/dp_ensemble.py against
+#    solo train_dp_vae with book-keeping clipping).
 # 2. One sweep, digits quick (lfw-subset's quick cells have no reference records), mech none and
 #    ldp (eps_i 4; 2 + 4 reference models), seed 0, float32, run twice: with
 #    the ensemble switched off (models.ensemble.ENSEMBLE_DEVICE_TYPES emptied) and on; prints both
@@ -22,6 +24,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 python benchmarks/bench_ensemble.py --device cuda --epochs 5 --repeats 3 | tee "$OUT/bench-3.txt"
 python benchmarks/bench_ensemble.py --device cuda --epochs 5 --repeats 3 \
     --sizes 200 186 186 186 186 | tee "$OUT/bench-5.txt"
+python benchmarks/bench_ensemble.py --device cuda --epochs 3 --repeats 3 --dp | tee "$OUT/bench-dp-3.txt"
 
 sweep() {  # sweep MODE ARGS...: benchmark.py with the ensemble on (MODE ensemble) or off (solo)
     python - "$@" <<'EOF'
