@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields, replace
 from enum import Enum
 from typing import Any
 
+from audit.paper_recipe import PAPER_VAE_TABLE, RECIPE_KNOBS
 from models.factory import CLASSIFIERS
 
 
@@ -53,6 +54,10 @@ class Profile:
     (:func:`audit.cell.membership.membership_by_coins`), which the attack-based epsilon bound
     (``epsilon_lower_attack``) needs; False (the default, so left out of the hash) keeps the
     balanced D_atk, whose rows carry no such bound.
+    ``per_setting``: the knobs of :data:`audit.paper_recipe.RECIPE_KNOBS` that the trade-off
+    paper's recipe sets per setting (the paper profile on a dataset of its Table 2; () elsewhere,
+    the default, left out of the hash): a cell's profile holds its setting's value
+    (:func:`audit.sweep.paper_cells.setting_profile`), and the run's settings leave them out.
     """
 
     epochs: int
@@ -70,6 +75,7 @@ class Profile:
     balanced_train: bool = False
     classifier: str | None = None
     membership_coins: bool = False
+    per_setting: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (
@@ -111,6 +117,12 @@ class Profile:
             )
         if not (math.isfinite(self.beta) and self.beta >= 0):
             raise ValueError(f"beta must be a non-negative finite number, got {self.beta!r}")
+        if isinstance(self.per_setting, list):  # as a cell's stored config.json reads back
+            object.__setattr__(self, "per_setting", tuple(self.per_setting))
+        unknown = [k for k in self.per_setting if k not in RECIPE_KNOBS]
+        if not isinstance(self.per_setting, tuple) or unknown:
+            allowed = ", ".join(RECIPE_KNOBS)
+            raise ValueError(f"per_setting must be a tuple of {allowed}, got {self.per_setting!r}")
 
 
 #: The three profiles; why each value (|D_gen|, N, R): docs/profiles.md.
@@ -183,12 +195,16 @@ def profile_for(name: ProfileName, modality: str) -> Profile:
 def profile_for_dataset(name: ProfileName, dataset: str) -> Profile:
     """The profile ``name`` for ``dataset``: :func:`profile_for` its modality, with |D_train|
     capped per class where the dataset declares it (``DatasetSpec.train_cap``: LFW20 and LFW50,
-    10 records per person) instead of a fixed number; the paper profile keeps all of D_train;
-    and the settings the dataset replaces in that profile (``DatasetSpec.profile_overrides``:
-    LFW20's and LFW50's quick learning rate and classifier budget)."""
+    10 records per person) instead of a fixed number; the paper profile keeps all of D_train,
+    and takes its learning rate and batch size per setting from the trade-off paper's Table 2
+    where it covers the dataset (``per_setting``: LFW20, LFW50); and the settings the dataset
+    replaces in that profile (``DatasetSpec.profile_overrides``: LFW20's and LFW50's quick
+    learning rate and classifier budget)."""
     from audit.datasets import SPECS, dataset_modality
 
     profile = profile_for(name, dataset_modality(dataset))
+    if ProfileName(name) is ProfileName.PAPER and dataset in PAPER_VAE_TABLE:
+        profile = replace(profile, per_setting=RECIPE_KNOBS)
     spec = SPECS.get(dataset)
     if spec is None:
         return profile
@@ -200,9 +216,13 @@ def profile_for_dataset(name: ProfileName, dataset: str) -> Profile:
 
 
 def override_profile(profile: Profile, **overrides: Any) -> Profile:
-    """A copy of ``profile`` with the non-None overrides applied (validated again)."""
+    """A copy of ``profile`` with the non-None overrides applied (validated again); a knob set
+    here is no longer set per setting (``per_setting``)."""
     known = {f.name for f in fields(Profile)}
     unknown = set(overrides) - known
     if unknown:
         raise ValueError(f"unknown profile setting(s) {sorted(unknown)}; known: {sorted(known)}")
-    return replace(profile, **{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if "per_setting" not in given:
+        given["per_setting"] = tuple(k for k in profile.per_setting if k not in given)
+    return replace(profile, **given)

@@ -206,7 +206,7 @@ def _audit_gradient(cell, data, ctx, settings: OneRunSettings) -> OneRunAudit:
 def _clip_norm(cell: CellConfig) -> float:
     """The clip norm C the cell's mechanism trains with (a number: the median heuristic is
     data-dependent and refused here, as its canaries must be sized before training)."""
-    from audit.mechanisms.cdp import ClipNormRule
+    from audit.mechanisms.dp_adam_options import ClipNormRule
     from models.dp import DEFAULT_CLIP_NORM
 
     value = getattr(get_mechanism(cell.mech).options_of(cell), "clip_norm", None)

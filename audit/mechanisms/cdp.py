@@ -2,21 +2,22 @@
 objective.
 
 Options (:class:`CdpOptions`, one ``benchmark.py`` flag each): ``clip_norm`` (a number, or
-``median``: the trade-off paper's heuristic), ``target_epsilon`` (calibrates z and ignores the
-cell's grid value), ``delta`` (default 1/N_train), ``conversion`` (improved, the default, or
-classic). ``divergence`` / ``alpha`` are accepted only to be refused: a batch-wise divergence needs
-``cdp-termwise`` (``models.dp.check_per_example_objective``).
+``median``: the trade-off paper's heuristic), ``microbatch`` (k records per clipping group, each
+group's sum clipped at C/2: :mod:`models.dp.microbatch`; 1, the default, clips per record),
+``target_epsilon`` (calibrates z and ignores the cell's grid value), ``delta`` (default
+1/N_train), ``conversion`` (improved, the default, or classic). ``divergence`` / ``alpha`` are
+accepted only to be refused: a batch-wise divergence needs ``cdp-termwise``
+(``models.dp.check_per_example_objective``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from enum import Enum
 from typing import Any, ClassVar
 
 from audit.config import CellConfig
+from audit.mechanisms.dp_adam_options import ClipNormRule, ClippedAdamOptions
 from audit.mechanisms.mechanism import (
     Accounted,
     CellData,
@@ -30,11 +31,9 @@ from audit.mechanisms.mechanism import (
 )
 from audit.options import (
     AccountingParams,
-    MechanismOptions,
     choice,
     delta_value,
     float_in_range,
-    non_negative_float,
     option,
     positive_float,
     positive_int,
@@ -45,7 +44,6 @@ from audit.privacy.noise_calibration import MAX_NOISE_MULTIPLIER, MIN_NOISE_MULT
 from dpvae_core.schedule import dp_sgd_steps
 from dpvae_core.seeding import Purpose, derive_seed
 from dpvae_core.validation import check_batch
-from models.divergences import Divergence
 from models.dp import (
     DEFAULT_CLIP_NORM,
     MEDIAN_WARMUP_EPOCHS,
@@ -53,90 +51,45 @@ from models.dp import (
     DPSettings,
     check_per_example_objective,
     median_gradient_norm,
+    microbatch_notes,
     train_dp_vae,
 )
 from models.training import TrainHistory, VAETrainSettings
 from models.vae import ConditionalConvVAE
 
-
-class ClipNormRule(str, Enum):
-    """A clip norm chosen from the data rather than given as a number."""
-
-    MEDIAN = "median"
-    """The trade-off paper's heuristic: the median unclipped per-example gradient norm of a
-    warm-up."""
-
-
-MEDIAN = ClipNormRule.MEDIAN.value
 MEDIAN_SOURCE = (
     f"median-heuristic over a {MEDIAN_WARMUP_EPOCHS}-epoch non-private warm-up on D_train "
     "(looks at private data outside the accounting)"
 )
 
 
-#: The clip norms taken: with z up to 1e6 (:attr:`Mechanism.param_range`), z * C <= 1e12 is far
-#: inside float32, where the noise is drawn; 1e-6 is far below any gradient norm trained with.
-CLIP_NORM_RANGE = (1e-6, 1e6)
-
-
-def parse_clip_norm(value: Any, what: str = "clip norm") -> float | ClipNormRule:
-    """A positive float, or :attr:`ClipNormRule.MEDIAN`; the ValueError quotes the bad value."""
-    if isinstance(value, ClipNormRule):
-        return value
-    if isinstance(value, str) and value.strip().lower() == MEDIAN:
-        return ClipNormRule.MEDIAN
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a positive number or 'median', got {value!r}") from None
-    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{what} must be a positive finite number or 'median', got {value!r}")
-    low, high = CLIP_NORM_RANGE
-    if not low <= number <= high:
-        raise ValueError(
-            f"{what} must lie in [{low:g}, {high:g}] (the noise std z * C stays a float32 "
-            f"number for every noise multiplier z) or be 'median', got {value!r}"
-        )
-    return number
-
-
 @dataclass(frozen=True)
-class DpAdamOptions(MechanismOptions):
-    """The options every DP-Adam mechanism reads (cdp, cdp-termwise, dp2vae): a target epsilon
-    that replaces the grid, delta and the RDP-to-DP conversion."""
-
-    mechanism: ClassVar[str] = "dp-adam"
-    target_epsilon: float | None = option(
-        "pick the noise multiplier that gives this epsilon (replaces the grid)",
-        positive_float("target epsilon"),
-        cli_type=float,
-    )
-    delta: float | None = option("delta (default 1/N_train)", delta_value, cli_type=float)
-    conversion: Conversion | None = option(
-        "RDP-to-DP conversion, improved (Opacus, the default) or classic (the trade-off paper)",
-        choice(Conversion, "conversion"),
-    )
-
-
-@dataclass(frozen=True)
-class CdpOptions(DpAdamOptions):
+class CdpOptions(ClippedAdamOptions):
     """The options of ``cdp`` (each None: the default named in its help)."""
 
     mechanism: ClassVar[str] = "cdp"
-    clip_norm: float | ClipNormRule | None = option(
-        f"per-example clip norm C, a number or 'median' (the trade-off paper's heuristic; default "
-        f"{DEFAULT_CLIP_NORM:g})",
-        parse_clip_norm,
+    microbatch: int | None = option(
+        "records k per clipping group (default 1: per-record clipping); k >= 2 fixes each "
+        "record's group before training (a keyed hash of its index) and clips each group's "
+        "sampled sum at C/2, so that removing a record moves the release by at most C and the "
+        "accounting is unchanged (the trade-off paper clipped its microbatches at C)",
+        positive_int("microbatch"),
+        "K",
+        cli_type=int,
     )
-    divergence: Divergence | None = option(
-        "batch-wise divergence: mmd (Cauchy kernel to N(0, I)), sparse (to PriVAE's sparse "
-        "prior) or kl-prior (KL(p || q) to the model's prior, PriVAE's clustering task); cdp "
-        "refuses one: it needs the term-wise noise of cdp-termwise",
-        choice(Divergence, "divergence"),
-    )
-    alpha: float | None = option(
-        "weight of the batch-wise divergence", non_negative_float("alpha"), cli_type=float
-    )
+
+    def canonical(self) -> dict[str, Any]:
+        """As :meth:`MechanismOptions.canonical`, without ``microbatch`` at 1: per-record
+        clipping, the cell without the option, keeps its hash."""
+        out = super().canonical()
+        if out.get("microbatch") == 1:
+            del out["microbatch"]
+        return out
+
+    @property
+    def microbatch_size(self) -> int:
+        """k (1 when unset)."""
+        return 1 if self.microbatch is None else self.microbatch
 
 
 @dataclass(frozen=True)
@@ -223,6 +176,12 @@ class CentralDP(Mechanism):
         """An objective DP-Adam's per-example clipping covers, and (with the data) Poisson
         sampling's B <= |D_train| after the ``max_train`` cap."""
         self._check_objective(options, batch_size=batch_size)
+        microbatch = getattr(options, "microbatch", None)
+        if microbatch is not None and microbatch > batch_size:
+            raise ValueError(
+                f"{self.name}: --microbatch {microbatch} exceeds the batch size B = {batch_size}; "
+                f"choose k in 1..{batch_size} (k records per clipping group)"
+            )
         if data is None:
             return
         if batch_size > data.n_train:
@@ -233,7 +192,7 @@ class CentralDP(Mechanism):
             )
         check_batch(n_train=data.n_train, batch_size=batch_size, epochs=data.epochs)
 
-    def _check_objective(self, options: CdpOptions, *, batch_size: int) -> None:
+    def _check_objective(self, options: ClippedAdamOptions, *, batch_size: int) -> None:
         """No batch-wise term: its sensitivity is not C (:func:`check_per_example_objective`)."""
         check_per_example_objective(
             divergence=None if options.divergence is None else options.divergence.value,
@@ -255,6 +214,7 @@ class CentralDP(Mechanism):
             noise_multiplier=z,
             clip_norm=clip_norm,
             noise_seed=derive_seed(cell.seed, Purpose.DP_NOISE, cell.noise_key),
+            microbatch=self.microbatch(cell),
         )
         history = self._train(model, prepared, cell, ctx, settings, dp)
         notes = {"clip_norm_source": source, "noise_multiplier_source": z_source}
@@ -278,6 +238,11 @@ class CentralDP(Mechanism):
             progress=ctx.progress,
             audit_hook=ctx.audit_hook,
         )
+
+    def microbatch(self, cell: CellConfig) -> int:
+        """k, the records per clipping group (1: per record; a mechanism without the option)."""
+        options = self.options_of(cell)
+        return options.microbatch_size if isinstance(options, CdpOptions) else 1
 
     def canary_sample_rate(self, cell: CellConfig, n_train: int) -> float | None:
         """Poisson sampling at q = B / N_train, every step."""
@@ -388,6 +353,7 @@ def run_facts(trained: Trained) -> dict[str, float | str]:
     facts: dict[str, float | str] = {}
     if run is not None:
         facts["clip_norm"] = run.clip_norm
+        facts.update(microbatch_notes(run.clip_norm, run.microbatch))  # nothing at k = 1
     facts.update(trained.notes)
     if run is not None:
         facts["mean_batch_size"] = run.mean_batch_size

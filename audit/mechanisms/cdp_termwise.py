@@ -1,6 +1,6 @@
 """``cdp-termwise``: term-wise DP-Adam (PriVAE, Algorithm 1) with a batch-wise divergence term.
 
-Options (:class:`TermwiseOptions`): those of ``cdp`` (``clip_norm`` is C1) plus
+Options (:class:`TermwiseOptions`): those of ``cdp`` but ``microbatch`` (``clip_norm`` is C1) plus
 ``clip_norm_2`` (C2, default ``DEFAULT_CLIP_RATIO * C1``), ``divergence`` (mmd, sparse or
 kl-prior, default mmd), ``alpha`` (default 100), ``partitions`` (b, default 4) and
 ``termwise_accounting`` (stacked, the only value accepted: composed is refused because both
@@ -14,14 +14,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from audit.config import CellConfig
-from audit.mechanisms.cdp import (
-    CdpEpsilonParams,
-    CdpOptions,
-    CentralDP,
-    ran_dp,
-    run_facts,
-    with_extra,
-)
+from audit.mechanisms.cdp import CdpEpsilonParams, CentralDP, ran_dp, run_facts, with_extra
+from audit.mechanisms.dp_adam_options import ClippedAdamOptions
 from audit.mechanisms.mechanism import CellData, Context, Prepared, Trained
 from audit.options import non_negative_float, option, positive_int
 from audit.privacy.claim import PrivacyClaim
@@ -63,9 +57,9 @@ def accounting_value(value: object) -> TermwiseAccounting:
 
 
 @dataclass(frozen=True)
-class TermwiseOptions(CdpOptions):
-    """The options of ``cdp-termwise``: those of ``cdp`` (``clip_norm`` is C1) and the batch
-    term's."""
+class TermwiseOptions(ClippedAdamOptions):
+    """The options of ``cdp-termwise``: those of ``cdp`` but ``microbatch`` (it clips the
+    sample-wise term per record; ``clip_norm`` is C1) and the batch term's."""
 
     mechanism: ClassVar[str] = "cdp-termwise"
     clip_norm_2: float | None = option(
@@ -137,7 +131,7 @@ class TermwiseDP(CentralDP):
     def schedule_claim(self, *, params: CdpEpsilonParams, **schedule: Any) -> PrivacyClaim:
         return termwise_claim(**schedule, **self.typed_params(params).termwise())
 
-    def _check_objective(self, options: CdpOptions, *, batch_size: int) -> None:
+    def _check_objective(self, options: ClippedAdamOptions, *, batch_size: int) -> None:
         """Any divergence: the batch-wise term has its own clip norm and noise (every value was
         checked when the options were built)."""
         return None

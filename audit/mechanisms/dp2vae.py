@@ -17,7 +17,8 @@ import torch
 
 from attacks.threat import ReleaseKind
 from audit.config import CellConfig
-from audit.mechanisms.cdp import CdpEpsilonParams, DpAdamOptions, parse_clip_norm, with_extra
+from audit.mechanisms.cdp import CdpEpsilonParams, with_extra
+from audit.mechanisms.dp_adam_options import DpAdamOptions, parse_clip_norm
 from audit.mechanisms.mechanism import (
     Accounted,
     CellData,

@@ -46,9 +46,12 @@ def run_settings(config: dict[str, Any]) -> dict[str, Any]:
 
     ``reference_models`` is left out: only the cells whose attacks calibrate carry it, so one
     sweep mixes cells with and without it (a changed R gives those cells other hashes, as a
-    changed attack list does)."""
+    changed attack list does). So are the knobs the profile sets ``per_setting`` (the trade-off
+    paper's learning rate and batch size per z, :mod:`audit.paper_recipe`), which differ from
+    cell to cell of one run; ``per_setting`` itself stays."""
     options = config.get("options", {})
-    profile = {k: v for k, v in dict(config["profile"]).items() if k != "reference_models"}
+    per_setting = {"reference_models", *dict(config["profile"]).get("per_setting", ())}
+    profile = {k: v for k, v in dict(config["profile"]).items() if k not in per_setting}
     return _plain(
         {
             "cache_schema": config.get("cache_schema", CACHE_SCHEMA),

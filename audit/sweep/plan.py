@@ -10,6 +10,12 @@ from audit.config import CellConfig, SweepConfig
 from audit.datasets import Dataset, Split, dataset_modality
 from audit.mechanisms import BASELINE, DataFacts, Mechanism, get_mechanism
 from audit.options import MechanismOptions
+from audit.sweep.paper_cells import (
+    check_audit_clip_norm,
+    setting_options,
+    setting_profile,
+    sweep_batch_sizes,
+)
 from dpvae_core.validation import check_fits_memory
 from models.face_embedding import FACE_EMBEDDING, INSTALL_HINT
 from models.face_embedding import available as face_embedding_available
@@ -41,7 +47,7 @@ def build_cells(
             get_mechanism(BASELINE).param_name,
             None,
             seed,
-            config.profile,
+            setting_profile(config, BASELINE, None, None),
             (
                 ("profile_name", config.profile_name.value),
                 *config.data_options(),
@@ -55,7 +61,7 @@ def build_cells(
             if name == BASELINE:
                 continue
             mech = get_mechanism(name)
-            options = config.options_for(name) or mech.options_type()
+            options = setting_options(config, name)
             for param_name, value in _grid(mech, config, options):
                 cell = CellConfig(
                     config.dataset,
@@ -63,7 +69,7 @@ def build_cells(
                     param_name,
                     float(value),
                     seed,
-                    config.profile,
+                    setting_profile(config, name, param_name, float(value)),
                     base.options,
                     mech_options=options if options.given() else None,
                     attacks=attacks[name],
@@ -83,6 +89,7 @@ def check_sweep(config: SweepConfig, data: tuple[Dataset, dict[int, Split]] | No
     (:func:`~audit.attack_plan.check_ssim_window`). Called without ``data`` before the data is
     loaded, and with it after."""
     _check_options_apply(config)
+    check_audit_clip_norm(config)
     # once the data is loaded (a dataset that cannot be read says so first), before any cell
     face = data is not None and config.profile.classifier == FACE_EMBEDDING
     if face and tuple(data[0].shape)[:1] != (3,):
@@ -115,9 +122,11 @@ def check_sweep(config: SweepConfig, data: tuple[Dataset, dict[int, Split]] | No
         if name == BASELINE:
             continue
         mech = get_mechanism(name)
-        options = config.options_for(name) or mech.options_type()
-        grid = [value for _, value in _grid(mech, config, options)]
-        mech.check_options(options, grid=grid, batch_size=config.profile.batch_size, data=facts)
+        options = setting_options(config, name)
+        points = _grid(mech, config, options)
+        grid = [value for _, value in points]
+        for batch_size in sorted(sweep_batch_sizes(config, name, points)):
+            mech.check_options(options, grid=grid, batch_size=batch_size, data=facts)
     if facts is not None:
         _check_sizes(config, facts)
 
@@ -126,7 +135,7 @@ def _check_sizes(config: SweepConfig, facts: DataFacts) -> None:
     """The sizes the loaded data bounds, for every mechanism the non-private baseline included:
     a batch of at most |D_train| records (after the ``max_train`` cap), and a D_gen that fits in
     memory (its records in float32 and the utility classifier's copy of them)."""
-    batch_size, n_train = config.profile.batch_size, facts.n_train
+    batch_size, n_train = _largest_batch(config), facts.n_train
     if batch_size > n_train:
         raise ValueError(
             f"--batch-size {batch_size} exceeds |D_train| = {n_train} (after the max-train cap) "
@@ -140,6 +149,16 @@ def _check_sizes(config: SweepConfig, facts: DataFacts) -> None:
         f"{n_gen} generated records of shape {tuple(facts.record_shape)} in float32, and the "
         "utility classifier's copy",
     )
+
+
+def _largest_batch(config: SweepConfig) -> int:
+    """The largest batch size of the sweep's cells (the paper's recipe sets it per setting)."""
+    sizes = {setting_profile(config, BASELINE, None, None).batch_size}
+    for m in config.mechs:
+        if m != BASELINE:
+            points = _grid(get_mechanism(m), config, setting_options(config, m))
+            sizes |= sweep_batch_sizes(config, m, points)
+    return max(sizes)
 
 
 def _data_facts(config: SweepConfig, dataset: Dataset, splits: dict[int, Split]) -> DataFacts:

@@ -5,6 +5,7 @@
 - :mod:`models.dp.book_keeping`: the book-keeping clipper (one backward pass, no per-example
   gradient materialised where a layer allows);
 - :mod:`models.dp.clip_norm`: the default clip norm and the trade-off paper's median heuristic;
+- :mod:`models.dp.microbatch`: DP-Adam's clipping groups of k records (fixed per record);
 - :mod:`models.dp.dp_adam`: the DP-Adam loop and the frozen record of what it ran (:class:`DPRun`);
 - :mod:`models.dp.termwise_loop`: term-wise DP-Adam (PriVAE);
 - :mod:`models.dp.dp2vae_loop`: DP2-VAE's two-stage training (the DP2-VAE paper), with
@@ -36,12 +37,19 @@ from models.dp.engine import (
     per_unit_norms,
     quiet_backward_hooks,
 )
+from models.dp.microbatch import (
+    MICROBATCH_CLIP_FACTOR,
+    microbatch_groups,
+    microbatch_notes,
+    unit_clip_norm,
+)
 
 __all__ = [
     "CLIP_EPS",
     "DEFAULT_CLIP_NORM",
     "DEFAULT_GRAD_SAMPLE_MODE",
     "MEDIAN_WARMUP_EPOCHS",
+    "MICROBATCH_CLIP_FACTOR",
     "AuditHook",
     "BatchTerm",
     "BatchTermRun",
@@ -55,6 +63,8 @@ __all__ = [
     "check_per_example_objective",
     "clip_and_sum",
     "median_gradient_norm",
+    "microbatch_groups",
+    "microbatch_notes",
     "noisy_average",
     "parse_mode",
     "per_unit_norms",
@@ -62,4 +72,5 @@ __all__ = [
     "quiet_backward_hooks",
     "standard_dp_noise_std_with_batch_term",
     "train_dp_vae",
+    "unit_clip_norm",
 ]

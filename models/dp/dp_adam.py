@@ -30,6 +30,7 @@ from models.dp.engine import (
     noisy_average,
     parse_mode,
 )
+from models.dp.microbatch import batch_units, microbatch_groups, unit_clip_norm
 from models.training import (
     Pair,
     TrainHistory,
@@ -113,12 +114,15 @@ class AuditHook(Protocol):
 @dataclass(frozen=True)
 class DPSettings:
     """Standard DP-Adam's privacy knobs; ``VAETrainSettings.batch_size`` is the expected batch
-    size B (Poisson sample rate q = B / N_train) and divides the noisy sum."""
+    size B (Poisson sample rate q = B / N_train) and divides the noisy sum. ``microbatch``: k
+    records per clipping group (:mod:`models.dp.microbatch`; 1: per-record clipping), groups
+    keyed by ``noise_seed``."""
 
     noise_multiplier: float
     clip_norm: float
     noise_seed: int
     grad_sample_mode: GradSampleMode = DEFAULT_GRAD_SAMPLE_MODE
+    microbatch: int = 1
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier >= 0):
@@ -128,6 +132,10 @@ class DPSettings:
         if not (math.isfinite(self.clip_norm) and self.clip_norm > 0):
             raise ValueError(f"clip_norm must be a positive finite number, got {self.clip_norm!r}")
         object.__setattr__(self, "grad_sample_mode", parse_mode(self.grad_sample_mode))
+        if not isinstance(self.microbatch, int) or isinstance(self.microbatch, bool):
+            raise ValueError(f"microbatch must be an integer >= 1, got {self.microbatch!r}")
+        if self.microbatch < 1:
+            raise ValueError(f"microbatch must be an integer >= 1, got {self.microbatch!r}")
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,7 @@ class DPRun:
     mean_batch_size: float
     grad_sample_mode: GradSampleMode
     batch_term: BatchTermRun | None = None
+    microbatch: int = 1
 
 
 def check_per_example_objective(
@@ -226,6 +235,7 @@ def train_dp_vae(
     steps = dp_sgd_steps(n_train=n, batch_size=settings.batch_size, epochs=settings.epochs)
     gen = torch.Generator().manual_seed(settings.seed)
     noise_gen = torch.Generator(device=device).manual_seed(dp.noise_seed)
+    groups = microbatch_groups(n, dp.microbatch, seed=dp.noise_seed)
     sampler = UniformWithReplacementSampler(
         num_samples=n, sample_rate=settings.batch_size / n, generator=gen, steps=steps
     )
@@ -251,6 +261,7 @@ def train_dp_vae(
                 generator=noise_gen,
                 batch_term=batch_term,
                 audit_hook=audit_hook,
+                groups=None if groups is None else groups[index],
             )
             if audit_hook is not None:
                 audit_hook.observe(grads)
@@ -275,6 +286,7 @@ def train_dp_vae(
         sample_rate=settings.batch_size / n,
         mean_batch_size=records / max(taken, 1),
         grad_sample_mode=dp.grad_sample_mode,
+        microbatch=dp.microbatch,
     )
     return history
 
@@ -288,16 +300,26 @@ def private_gradient(
     generator: torch.Generator,
     batch_term: BatchTerm | None = None,
     audit_hook: AuditHook | None = None,
+    groups: torch.Tensor | None = None,
 ) -> tuple[list[torch.Tensor], ClippedSum]:
     """One step's noisy gradient, the one Adam receives, and the sample-wise clipped sum.
 
     ``batch`` = (x, y, reparameterisation noise, D_train indices). The gradient is
     ``(sum_i clip_C(g_i) + N(0, (z C)^2 I)) / B`` (PriVAE, Eq. 4), plus, with a batch term,
     ``(sum_j clip_C2(h_j) + N(0, (z C2)^2 I)) / b`` (Eq. 16); B is the expected batch size.
+    With ``groups`` (the sampled records' microbatch groups, :mod:`models.dp.microbatch`) the
+    units clipped are the groups' sums, at C / 2; the noise stays z*C and canaries stay C.
     """
     x, y, noise, index = batch
     clip = math.inf if audit_hook is not None and audit_hook.unclipped else dp.clip_norm
-    sample = engine.clipped_sum(x, y, noise, clip_norm=clip)
+    units = None if groups is None else batch_units(groups)
+    unit_clip = clip if groups is None else unit_clip_norm(clip, dp.microbatch)
+    if units is None:
+        sample = engine.clipped_sum(x, y, noise, clip_norm=unit_clip)
+    else:
+        sample = engine.clipped_sum(
+            x, y, noise, clip_norm=unit_clip, groups=units[0], num_groups=units[1]
+        )
     summed = (
         sample.grads
         if audit_hook is None

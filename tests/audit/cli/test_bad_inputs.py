@@ -428,6 +428,17 @@ CASES["kept refusals"] = {
         "termwise accounting 'composed' is refused",
     ),
     "sweep cdp batch 60": (SWEEP + " --mech cdp --batch-size 60", "exceeds |D_train| = 50"),
+    "sweep microbatch 0": (SWEEP + " --mech cdp --microbatch 0", "microbatch must be an integer"),
+    "sweep microbatch 2.5": (SWEEP + " --mech cdp --microbatch 2.5", "invalid int value: '2.5'"),
+    "sweep microbatch above batch": (
+        SWEEP + " --mech cdp --microbatch 17",
+        "--microbatch 17 exceeds the batch size B = 16",
+    ),
+    "sweep ldp microbatch": (SWEEP + " --mech ldp --microbatch 4", "--microbatch does not apply"),
+    "sweep termwise microbatch": (
+        SWEEP + " --mech cdp-termwise --microbatch 4",
+        "--microbatch does not apply to --mech cdp-termwise",
+    ),
     "sweep ldp pixel block 3": (
         SWEEP + " --mech ldp --pixel-block 3",
         "pixel block b=3 does not tile the 8x8",

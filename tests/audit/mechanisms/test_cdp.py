@@ -13,8 +13,9 @@ import torch
 from audit.config import CellConfig, SweepConfig
 from audit.mechanisms import CellData, Context, Trained, get_mechanism
 from audit.mechanisms import make_cell as build_cell
-from audit.mechanisms.cdp import MEDIAN_SOURCE, ClipNormRule, parse_clip_norm
+from audit.mechanisms.cdp import MEDIAN_SOURCE
 from audit.mechanisms.cdp_termwise import partition_sensitivity
+from audit.mechanisms.dp_adam_options import ClipNormRule, parse_clip_norm
 from audit.privacy.dp_sgd_accounting import cdp_claim, dp_sgd_epsilon
 from audit.privacy.termwise_accounting import termwise_epsilon
 from audit.profiles import PROFILES, ProfileName
