@@ -77,8 +77,20 @@ def check_cache_schema(config: Mapping[str, Any], where: object) -> None:
 
 
 #: Cell options that say how the run and its data were set up (not a mechanism's): the profile's
-#: name, a windowed dataset's stride, the data's content hash.
-RUN_OPTIONS = ("profile_name", "window_stride", "data_sha256", "precision")
+#: name, a windowed dataset's stride, the data's content hash, the precision, and ``--tune``'s
+#: trials and seed (:mod:`audit.cell.tuning`; set only on tuned cells, so untuned hashes stay).
+RUN_OPTIONS = (
+    "profile_name",
+    "window_stride",
+    "data_sha256",
+    "precision",
+    "tune_trials",
+    "tune_seed",
+)
+
+#: The most trials ``--tune`` takes: each trains a VAE and a classifier, about a cell's work, so a
+#: thousand trials make a sweep about a thousand times longer.
+MAX_TUNE_TRIALS = 1000
 
 
 #: The settings every cell's identity holds; any other is in it only where not at its default.
@@ -111,6 +123,10 @@ class CellConfig:
     (:func:`audit.attack_plan.plan_attacks`).
     ``audit``: run the mechanism's empirical audit in the cell (``--canary-audit``;
     :mod:`audit.empirical.cell_audit`); its result is in the cell's rows.
+    ``untuned``: set on a tuned cell as it runs (:func:`audit.cell.tuning.tuned_cell`): the
+    profile it was planned with, before ``--tune`` chose its learning rates, batch sizes and
+    classifier epochs (``profile``). The identity, so the hash and the keys of the draws, is the
+    planned cell's: the chosen values follow from it (the tuning is seeded and cached).
     """
 
     dataset: str
@@ -123,6 +139,7 @@ class CellConfig:
     mech_options: MechanismOptions | None = None
     attacks: tuple[str, ...] = CELL_DEFAULT_ATTACKS
     audit: bool = False
+    untuned: Profile | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.mech, str):
@@ -145,8 +162,9 @@ class CellConfig:
         """
         body = {name: getattr(self, name) for name in IDENTITY_FIELDS}
         body["options"] = {**dict(self.options), **self.mech_settings()}
-        body["profile"] = _set_fields(replace(self.profile, reference_models=self.reference_models))
-        body.update(_set_fields(self, skip={*IDENTITY_FIELDS, "mech_options"}))
+        planned = self.untuned or self.profile  # a tuned cell is the cell it was planned as
+        body["profile"] = _set_fields(replace(planned, reference_models=self.reference_models))
+        body.update(_set_fields(self, skip={*IDENTITY_FIELDS, "mech_options", "untuned"}))
         if "attacks" in body:
             body["attacks"] = list(self.attacks)
         return body
@@ -244,6 +262,8 @@ class SweepConfig:
     audit: bool = False  # --canary-audit: each private cell runs its mechanism's empirical audit
     precision: str = "float32"  # --precision: autocast of the non-private computations; "auto"
     # is resolved by run_sweep before any cell is built (audit.sweep.device_choice)
+    tune: int | None = None  # --tune N: each cell's hyperparameters chosen over N trials on D_val
+    tune_seed: int = 0  # --tune-seed: the tuning's sampler seed (with each cell's root seed)
 
     def __post_init__(self) -> None:
         check_dataset_name(self.dataset)
@@ -265,6 +285,7 @@ class SweepConfig:
         check_device_name(self.device, auto=True)
         if self.precision != AUTO:
             object.__setattr__(self, "precision", parse_precision(self.precision).value)
+        _check_tune(self.tune, self.tune_seed)
         if self.grid is not None:
             if not self.grid:
                 raise ValueError("--grid needs at least one value")
@@ -289,3 +310,28 @@ class SweepConfig:
         if self.precision == AUTO:
             raise ValueError("precision 'auto' must be resolved before cells are built")
         return () if self.precision == "float32" else (("precision", self.precision),)
+
+    def tune_options(self) -> tuple[tuple[str, Any], ...]:
+        """``--tune`` as cell options: its trials and seed, nothing where the sweep does not tune
+        (so untuned cells keep their hashes)."""
+        if self.tune is None:
+            return ()
+        return (("tune_trials", self.tune), ("tune_seed", self.tune_seed))
+
+
+def _check_tune(trials: int | None, seed: int) -> None:
+    """``--tune``: a whole number of trials from 1 to :data:`MAX_TUNE_TRIALS` (None: no
+    tuning); ``--tune-seed``: a non-negative integer, given only with ``--tune``."""
+    if trials is None:
+        if seed != 0:
+            raise ValueError(f"--tune-seed {seed!r} applies with --tune only; add --tune N")
+        return
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"--tune must be a positive integer (trials), got {trials!r}")
+    if trials > MAX_TUNE_TRIALS:
+        raise ValueError(
+            f"--tune must be at most {MAX_TUNE_TRIALS} trials (each trains a VAE and a "
+            f"classifier, as a cell does), got {trials!r}"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"--tune-seed must be a non-negative integer, got {seed!r}")

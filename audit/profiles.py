@@ -58,6 +58,9 @@ class Profile:
     paper's recipe sets per setting (the paper profile on a dataset of its Table 2; () elsewhere,
     the default, left out of the hash): a cell's profile holds its setting's value
     (:func:`audit.sweep.paper_cells.setting_profile`), and the run's settings leave them out.
+    ``classifier_lr``, ``classifier_batch_size``: the target classifier's Adam learning rate and
+    batch size where set (None, the default and left out of the hash: its recipe's); ``--tune``
+    sets them in the cell it runs (:mod:`audit.cell.tuning`).
     """
 
     epochs: int
@@ -76,6 +79,8 @@ class Profile:
     classifier: str | None = None
     membership_coins: bool = False
     per_setting: tuple[str, ...] = ()
+    classifier_lr: float | None = None
+    classifier_batch_size: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -123,6 +128,11 @@ class Profile:
         if not isinstance(self.per_setting, tuple) or unknown:
             allowed = ", ".join(RECIPE_KNOBS)
             raise ValueError(f"per_setting must be a tuple of {allowed}, got {self.per_setting!r}")
+        c_lr, c_batch = self.classifier_lr, self.classifier_batch_size
+        if c_lr is not None and not (isinstance(c_lr, float | int) and 0 < c_lr < math.inf):
+            raise ValueError(f"classifier-lr must be a positive finite number, got {c_lr!r}")
+        if c_batch is not None and (not isinstance(c_batch, int) or c_batch < 1):
+            raise ValueError(f"classifier-batch-size must be a positive integer, got {c_batch!r}")
 
 
 #: The three profiles; why each value (|D_gen|, N, R): docs/profiles.md.

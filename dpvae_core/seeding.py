@@ -28,6 +28,8 @@ class Purpose(str, Enum):
     ATTACK = "attack"
     REFERENCE = "reference"
     """Reference models (shared by every cell of a seed: never keyed by a cell's config)."""
+    TUNE = "tune"
+    """The hyperparameter search's sampler (``--tune``: audit.cell.tuning)."""
 
 
 def derive_seed(root: int, purpose: Purpose | str, *extra: object) -> int:

@@ -38,14 +38,21 @@ GEN_HOLDOUT = 0.2  # share of D_gen held out for the classifier's early stopping
 
 
 def classifier_settings(cell: CellConfig, device: str, purpose: str) -> ClassifierSettings:
+    """The target classifier's settings: the profile's budget, the kind's recipe, and the
+    learning rate and batch size the profile sets (a tuned cell's: :mod:`audit.cell.tuning`)."""
     p = cell.profile
+    recipe = dict(CLASSIFIER_RECIPES.get(p.classifier or "", {}))
+    if p.classifier_lr is not None:
+        recipe["lr"] = p.classifier_lr
+    if p.classifier_batch_size is not None:
+        recipe["batch_size"] = p.classifier_batch_size
     return ClassifierSettings(
         epochs=p.classifier_epochs,
         patience=p.classifier_patience,
         seed=derive_seed(cell.seed, Purpose.CLASSIFIER, purpose) % 2**31,
         device=device,
         precision=cell.precision,
-        **CLASSIFIER_RECIPES.get(p.classifier or "", {}),
+        **recipe,
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from audit.cli.logs import configure_logging
 from audit.cli.parsing import Parser, add_verbosity, finite_float, path_arg, positive_int_or_all
+from audit.cli.tune_flags import add_tune_flags
 
 SUBCOMMANDS = ("epsilon", "audit", "report", "check")
 
@@ -257,6 +258,7 @@ def build_run_parser() -> argparse.ArgumentParser:
 
     for option in option_flags(declared_options()):
         option.add_to(mech)
+    add_tune_flags(p)
     return p
 
 
@@ -328,6 +330,8 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         attacks=tuple(args.attack) if args.attack else None,
         audit=args.canary_audit,
         precision=args.precision,
+        tune=args.tune,
+        tune_seed=args.tune_seed,
     )
 
 

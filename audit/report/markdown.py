@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit.mechanisms import BASELINE
+from audit.mechanisms import BASELINE, param_symbol
 from audit.report.stats import format_epsilon
 
 
@@ -86,6 +86,41 @@ def delta_notes(frame: pd.DataFrame, *, delta_flag_mechs: Sequence[str]) -> list
             f"notwithstanding. δ ≥ {LARGE_DELTA:g}/|D_train| is too large to rule that out; {how}."
         )
     return notes
+
+
+#: The ``privacy_notes`` key of a tuned cell's rows (:func:`audit.cell.tuning.tuning_notes`).
+TUNING_NOTE = "tuning="
+
+
+def tuned_cell_notes(frame: pd.DataFrame) -> list[str]:
+    """What the tuned cells' rows say of their tuning (``--tune``): that it is not accounted,
+    and each cell's chosen values; nothing where no row was tuned."""
+    if not {"privacy_notes", "config_hash"} <= set(frame.columns):
+        return []
+    cells = frame.drop_duplicates("config_hash")
+    cells = cells[cells["privacy_notes"].astype(str).str.contains(TUNING_NOTE, regex=False)]
+    if cells.empty:
+        return []
+    lines, counts = [], set()
+    for r in cells.sort_values(["mech", "param_value", "seed"]).itertuples(index=False):
+        note = str(r.privacy_notes).split(TUNING_NOTE, 1)[1].split("; ", 1)[0]
+        trials = note.removeprefix("tuned over ").split(" ", 1)[0]
+        counts.add(trials)
+        chosen = note.rsplit("chosen: ", 1)[-1]
+        value = float(r.param_value)
+        setting = "" if math.isnan(value) else f" {param_symbol(str(r.param_name))}={value:g}"
+        lines.append(
+            f"- {r.mech}{setting}, seed {r.seed}: tuned over {trials} trials on D_val; "
+            f"chosen {chosen}"
+        )
+    return [
+        f"**Tuned over {' or '.join(sorted(counts))} trials on D_val; the tuning's privacy cost "
+        "is not accounted.** Each "
+        "tuned cell chose its learning rates, batch sizes and classifier epochs by Bayesian "
+        "optimisation (`--tune`), every trial training on D_train: ε covers the final training "
+        "alone, as in the trade-off paper (docs/tuning.md).",
+        "\n".join(lines),
+    ]
 
 
 def _small_delta(n: float) -> float:
@@ -175,6 +210,9 @@ def render_markdown(
     notes = delta_notes(frame, delta_flag_mechs=delta_flag_mechs)
     if notes:
         parts += ["### About δ", *notes]
+    tuned = tuned_cell_notes(frame)
+    if tuned:
+        parts += ["### About tuning", *tuned]
     parts.append(
         "Over several seeds a value is the mean ± the half-width of the 95 % Student-t "
         "interval, t(0.975, n-1)·s/√n over n seeds (two seeds give t = 12.7: use three or "

@@ -19,6 +19,7 @@ from audit.cell.attack_step import Attacked
 from audit.cell.gen_accuracy import Generated
 from audit.cell.reference_training import ReferenceSet
 from audit.cell.target import Measured, TrainedTarget
+from audit.cell.tuning import tuning_notes
 from audit.config import CellConfig
 from audit.empirical.cell_audit import CellAudit
 from audit.mechanisms import CellData
@@ -154,6 +155,7 @@ def build_cell_rows(
         **attacked.notes,
         **({"gen_nonfinite_records_zeroed": generated.nonfinite} if generated.nonfinite else {}),
         **({"empirical_audit": audited.note} if audited.note else {}),
+        **tuning_notes(cell),
     }
     notes.update(release_notes(notes))
     common = {

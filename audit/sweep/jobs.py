@@ -7,6 +7,7 @@ import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import torch
 from audit import io, results
 from audit.cell.membership import cell_data
 from audit.cell.references import ReferenceModel, cell_reference_specs
+from audit.cell.tuning import TuningRecord, tune_cell, tuned_cell
 from audit.config import CellConfig, SweepConfig
 from audit.datasets import Dataset, Split
 from audit.executors import CellFailed, Executor
@@ -29,6 +31,7 @@ from audit.sweep.real_accuracy import (
     _cached_acc_real,
     _compute_acc_real,
 )
+from audit.sweep.tuning_cache import cached_tuning, save_tuning, tuning_path
 from dpvae_core.progress import ProgressFactory, null_progress
 
 log = logging.getLogger(__name__)
@@ -49,7 +52,9 @@ def _run_local(
                 if _reusable(out, cell, overwrite, warn=False):  # a concurrent sweep finished it
                     reused += 1
                 else:
-                    _save(out, compute_cell(jobs.job(cell, base), jobs.dataset, progress=progress))
+                    job = jobs.job(cell, base)
+                    saved = partial(save_tuning, out)  # at once: a resumed sweep does not retune
+                    _save(out, compute_cell(job, jobs.dataset, progress=progress, on_tuned=saved))
                     ran += 1
         results.write_csv(out)
         bar.update(1)
@@ -74,6 +79,7 @@ class CellJob:
     command: str | None
     references: tuple[ReferenceModel, ...] = ()  # the cache's reference models for this cell
     choices: tuple[tuple[str, str], ...] = ()  # why this device and precision (--device auto)
+    tuning: TuningRecord | None = None  # the cache's tuning of a tuned cell (--tune)
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ class CellComputed:
     outcome: CellOutcome
     acc_real: float
     metadata: dict[str, Any]
+    tuning: TuningRecord | None = None  # a tuned cell's tuning (computed here or the job's)
 
 
 def compute_cell(
@@ -92,10 +99,14 @@ def compute_cell(
     *,
     threads: int | None = None,
     progress: ProgressFactory = null_progress,
+    on_tuned: Callable[[TuningRecord], Any] | None = None,
 ) -> CellComputed:
     """Compute one cell without writing anything (the unit of work of both executors).
 
-    ``threads``: torch's thread count in this process (a Ray task's ``--cell-cpus``).
+    ``threads``: torch's thread count in this process (a Ray task's ``--cell-cpus``). A tuned
+    cell (``--tune``) is tuned first where the job carries no tuning
+    (:func:`audit.cell.tuning.tune_cell`; ``on_tuned`` gets the record as soon as it exists:
+    the local executor stores it then), and runs with the chosen values.
     """
     if threads is not None:
         torch.set_num_threads(threads)
@@ -110,8 +121,15 @@ def compute_cell(
     ctx = Context(device=job.device, progress=progress)
     data = cell_data(dataset, job.split, job.cell)
     acc_real = job.acc_real if job.acc_real is not None else _compute_acc_real(data, job.cell, ctx)
+    cell, tuning = job.cell, job.tuning
+    if cell.option("tune_trials") is not None:
+        if tuning is None:
+            tuning = tune_cell(cell, data, ctx)  # D_train and D_val only
+            if on_tuned is not None:
+                on_tuned(tuning)
+        cell = tuned_cell(job.cell, tuning)
     outcome = run_cell(
-        job.cell,
+        cell,
         data,
         ctx,
         acc_real=acc_real,
@@ -120,7 +138,11 @@ def compute_cell(
         cached_references=job.references,
     )
     meta = run_metadata(job.cell, job.device, job.version, job.command, dict(job.choices))
-    return CellComputed(job=job, outcome=outcome, acc_real=acc_real, metadata=meta)
+    if tuning is not None:
+        path = tuning_path(Path(), tuning.key)  # relative to OUT
+        seconds = tuning.info.get("seconds")  # the cell's own wall_s leaves the tuning out
+        meta["tuning"] = {"record": path.as_posix(), "chosen": tuning.chosen, "seconds": seconds}
+    return CellComputed(job, outcome, acc_real, meta, tuning)
 
 
 @dataclass(frozen=True)
@@ -140,10 +162,12 @@ class _Jobs:
         earlier cell of the sweep trained; Ray jobs are made up front, so cells running at the
         same time may each train the models the cache lacks)."""
         key = _acc_real_key(self.dataset, cell, self.config.device)
+        tuning = cached_tuning(self.out, cell) if cell.option("tune_trials") is not None else None
         specs = ()
         if cell.reference_models:
             data = cell_data(self.dataset, self.splits[cell.seed], cell)
-            specs = cell_reference_specs(cell, data)
+            ran = cell if tuning is None else tuned_cell(cell, tuning)  # the recipe it trains
+            specs = cell_reference_specs(ran, data)
         return CellJob(
             cell=cell,
             base=base,
@@ -155,6 +179,7 @@ class _Jobs:
             command=self.command,
             references=tuple(m for spec in specs for m in cached_models(self.out, spec)),
             choices=tuple(self.choices.items()),
+            tuning=tuning,
         )
 
 
@@ -235,6 +260,8 @@ def _save(out: Path, computed: CellComputed) -> None:
         results.record_file(out, path)
     for references in computed.outcome.references:
         save_trained(out, references)
+    if computed.tuning is not None and cached_tuning(out, job.cell, warn=False) is None:
+        save_tuning(out, computed.tuning)  # a Ray task's (the local executor stored its own)
     cell_dir = out / CELLS_DIR / job.cell.config_hash
     save_outcome(cell_dir, job.cell, computed.outcome, computed.metadata)
 

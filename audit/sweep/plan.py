@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from audit.attack_plan import attack_settings, check_ssim_window, plan_attacks
+from audit.cell.tuning import check_tuning_available
 from audit.config import CellConfig, SweepConfig
 from audit.datasets import Dataset, Split, dataset_modality
 from audit.mechanisms import BASELINE, DataFacts, Mechanism, get_mechanism
@@ -53,6 +54,7 @@ def build_cells(
                 *config.data_options(),
                 *data,
                 *config.precision_options(),
+                *config.tune_options(),
             ),
             attacks=attacks[BASELINE],
         )
@@ -90,6 +92,8 @@ def check_sweep(config: SweepConfig, data: tuple[Dataset, dict[int, Split]] | No
     loaded, and with it after."""
     _check_options_apply(config)
     check_audit_clip_norm(config)
+    if config.tune is not None:
+        check_tuning_available()  # Optuna, an optional extra: named in one line
     # once the data is loaded (a dataset that cannot be read says so first), before any cell
     face = data is not None and config.profile.classifier == FACE_EMBEDDING
     if face and tuple(data[0].shape)[:1] != (3,):

@@ -210,6 +210,18 @@ CASES: dict[str, dict[str, tuple]] = {
         "sweep gen-records 1": (SWEEP + " --gen-records 1", "gen-records must be an integer >= 2"),
         "sweep reference-models -1": (SWEEP + " --reference-models -1", "must be an integer >= 0"),
         "sweep seeds -1": (SWEEP + " --seeds -1", "seed"),
+        "sweep tune 0": (SWEEP + " --tune 0", "--tune must be a positive integer (trials), got 0"),
+        "sweep tune -2": (
+            SWEEP + " --tune -2",
+            "--tune must be a positive integer (trials), got -2",
+        ),
+        "sweep tune 2.5": (SWEEP + " --tune 2.5", "argument --tune: invalid int value: '2.5'"),
+        "sweep tune text": (SWEEP + " --tune some", "argument --tune: invalid int value: 'some'"),
+        "sweep tune 1001": (SWEEP + " --tune 1001", "--tune must be at most 1000 trials"),
+        "sweep tune 1e9": (SWEEP + " --tune 1000000000", "got 1000000000"),
+        "sweep tune-seed -1": (SWEEP + " --tune 2 --tune-seed -1", "--tune-seed must be a non-neg"),
+        "sweep tune-seed 0.5": (SWEEP + " --tune 2 --tune-seed 0.5", "invalid int value: '0.5'"),
+        "sweep tune-seed without tune": (SWEEP + " --tune-seed 3", "applies with --tune only"),
         "sweep window-stride on digits": (SWEEP + " --window-stride 10", "--window-stride applies"),
         "sweep cell-cpus without ray": (SWEEP + " --cell-cpus 2", "apply to --executor ray only"),
         "sweep cell-cpus nan": (SWEEP + " --cell-cpus nan", "expected a finite number"),
@@ -873,6 +885,27 @@ def test_a_bad_input_exits_2_with_one_line_in_a_process(name, fx, tmp_path) -> N
     assert "Traceback" not in result.stderr and len(lines) == 1, result.stderr
     assert fragment.replace("{fx}", str(fx)) in lines[0] and result.stdout == "", result.stderr
     assert _snapshot({fx, tmp_path}) == before
+
+
+def test_tune_without_optuna_names_the_extra(fx, no_work, tmp_path, monkeypatch, capsys) -> None:
+    """``--tune`` where Optuna is not installed (hidden here where it is): one line naming the
+    extra, status 2, before any work, nothing written."""
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna now raises ImportError
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    before = _snapshot({fx, work})
+    try:
+        code = benchmark.main(_argv(SWEEP + " --mech cdp --grid 1 --tune 2", fx))
+    except WorkStarted:
+        pytest.fail("--tune without Optuna was not refused before its work began")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0] == (
+        "error: --tune needs Optuna, which is not installed; install the extra: "
+        "pip install -e '.[tune]'"
+    )
+    assert _snapshot({fx, work}) == before
 
 
 def test_the_suite_covers_every_subcommand_and_category() -> None:
