@@ -129,7 +129,7 @@ class GradientCanaries(Switches):
         chosen = (draw & self.included).numpy()
         self.sampled += chosen
         value = clip_and_sum([torch.full((1, 1), self.raw_norm)], clip_norm=clip_norm)[0][0]
-        out = [g.clone() for g in summed]
+        out = [g.clone(memory_format=torch.contiguous_format) for g in summed]  # for view(-1)
         for i in np.unique(self.param_of[chosen]):
             where = torch.as_tensor(self.offset[chosen & (self.param_of == i)])
             flat = out[i].view(-1)

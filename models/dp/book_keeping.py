@@ -6,20 +6,23 @@ Linear layers called once per time step).
 One forward pass records each layer's input a and output s; one backward pass asks autograd for
 dL/ds only (``torch.autograd.grad`` with the outputs as inputs), so it never computes the summed
 weight gradients it would throw away. A layer's gradient for record i is then a function of
-(a_i, g_i = dL/ds_i) alone, because the loss is a sum of per-record terms:
+(a_i, g_i = dL/ds_i) alone, because the loss is a sum of per-record terms, and it is a product
+of two factors over R positions (:mod:`models.dp.bk_conv`): G_i = Q_i^T P_i with P_i (R, X),
+Q_i (R, Y):
 
-* Linear, with the calls of a layer stacked as T positions, a_i (T, d), g_i (T, p):
-  G_i = g_i^T a_i;
-* Conv2d, with U_i = unfold(a_i) (D = c k_h k_w, T output positions): G_i = g_i U_i^T.
+* Linear, with the calls of a layer stacked as T positions: P = a_i (T, d), Q = g_i (T, p);
+* Conv2d: P = im2col of a_i (T output positions, D = c k_h k_w), Q = g_i (T, p); for a
+  stride-1 conv reading a nearest 2x upsample of h, P = h_i (T/4 positions) and Q the sums of
+  g_i over the 2x2 blocks each tap reads (a quarter of the work, exactly).
 
 Each layer gets the per-record squared norm ||G_i||^2 by the cheaper of two exact routes,
-chosen per layer from its sizes: materialising G_i (n p D T multiply-adds, n p D floats) or the
-ghost norm ||G_i||^2 = sum_{t,t'} (a_i a_i^T)_{tt'} (g_i g_i^T)_{tt'} (n T^2 (D + p) and n T^2;
-for T = 1 simply ||a_i||^2 ||g_i||^2). The clip factors c_i = min(1, C / (||G_i|| + 1e-6)) over
-all layers then re-weight g, and the clipped sum sum_i c_i G_i is one ordinary weight-gradient
-product per layer (or the contraction of the materialised G_i). Cost: a forward, an input-only
-backward, and about two weight-gradient products, against a forward and a full backward for a
-non-private step; per-example gradients of the large dense layers are never materialised.
+chosen per layer from its sizes: materialising G_i (one batched product, or on the CPU for large
+convolutions one weight-gradient convolution per record) or the ghost norm
+||G_i||^2 = sum_{r,r'} (P_i P_i^T)_{rr'} (Q_i Q_i^T)_{rr'} (n R^2 (X + Y); for R = 1 simply
+||P_i||^2 ||Q_i||^2). The clip factors c_i = min(1, C / (||G_i|| + 1e-6)) over all layers then
+re-weight Q, and the clipped sum sum_i c_i G_i is one product (c Q)^T P per ghost layer, or the
+contraction of the materialised G_i. Cost: a forward, an input-only backward, and about one
+weight-gradient product per layer, against a forward and a full backward for a non-private step.
 
 With ``groups`` (PriVAE's partitions) the units are groups of records: each group's gradient
 sum_{i in j} G_i is formed directly (one product over the group's rows) and clipped.
@@ -33,7 +36,15 @@ from enum import Enum
 
 import torch
 from torch import nn
-from torch.nn import functional as F
+
+from models.dp.bk_conv import (
+    ToWeight,
+    per_record_loop,
+    rows,
+    unfolded,
+    upsampled_factors,
+    upsampled_fits,
+)
 
 #: Opacus's guard against division by zero in the clip factor C / (||g|| + 1e-6).
 CLIP_EPS = 1e-6
@@ -59,12 +70,30 @@ class Route(str, Enum):
     MATERIALISE = "materialise"
 
 
+#: A layer takes the ghost route when its Gram matrices cost at most this many multiply-adds
+#: per float of its materialised per-record gradient: n R^2 (X + Y) <= GHOST_RATIO n X Y (both
+#: routes also make one product of n R X Y). Materialised gradients are written once and read
+#: twice (norms, contraction), and once they leave the cache each float costs tens of
+#: multiply-adds: on the conv VAE (one CPU thread, batches of 16 and 32) the layers with ratios
+#: 1.1 to 39 (the last encoder conv, the decoder's first two) ran faster or as fast by ghost
+#: norms, those at 1150 and more (the first encoder convs, the decoder's last two) 2 to 60
+#: times faster materialised.
+GHOST_RATIO = 64.0
+
+#: On the CPU a conv's per-record gradients come from one weight-gradient convolution per record,
+#: not from im2col and a batched product, where im2col would hold more than this many floats
+#: (a 64x64 conv on a batch of 16 without an upsample to factor: 3.6 to 7 times faster so).
+LOOP_MIN_FLOATS = 1 << 23
+
+
 @dataclass
 class _Calls:
-    """What one layer saw in a forward pass: its inputs (detached) and outputs, one per call."""
+    """What one layer saw in a forward pass, one entry per call: its inputs (detached), outputs,
+    and for a conv reading a nearest 2x upsample, the upsample's input (else None)."""
 
     inputs: list[torch.Tensor]
     outputs: list[torch.Tensor]
+    halves: list[torch.Tensor | None]
 
 
 def _supported(module: nn.Module) -> bool:
@@ -78,6 +107,15 @@ def _supported(module: nn.Module) -> bool:
             and not isinstance(module.padding, str)
         )
     return False
+
+
+def _upsamples_2x(module: nn.Module) -> bool:
+    """A plain nearest 2x ``nn.Upsample``: out[y, x] = in[y // 2, x // 2]."""
+    if not isinstance(module, nn.Upsample) or type(module).forward is not nn.Upsample.forward:
+        return False
+    scale = module.scale_factor
+    scales = scale if isinstance(scale, tuple) else (scale, scale)
+    return module.mode == "nearest" and module.size is None and all(f == 2 for f in scales)
 
 
 def unsupported_parameters(module: nn.Module, params: Sequence[nn.Parameter]) -> list[str]:
@@ -130,14 +168,29 @@ class BookKeepingGradients:
             if _supported(m) and any(id(p) in wanted for p in m.parameters(recurse=False))
         ]
         self._calls: dict[nn.Module, _Calls] = {}
+        self._upsampled: dict[int, tuple[torch.Tensor, int, torch.Tensor]] = {}
         self._recording = False
         self._handles = [m.register_forward_hook(self._record) for m in self._layers]
+        self._handles += [
+            m.register_forward_hook(self._record_upsample)
+            for m in loss_module.modules()
+            if _upsamples_2x(m)
+        ]
+
+    def _record_upsample(self, module: nn.Module, inputs: tuple[torch.Tensor, ...], output):
+        if self._recording:  # the output's version: an in-place change after it disqualifies it
+            self._upsampled[id(output)] = (output, output._version, inputs[0].detach())
 
     def _record(self, module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor):
         if self._recording and output.requires_grad:
-            calls = self._calls.setdefault(module, _Calls([], []))
-            calls.inputs.append(inputs[0].detach())
+            calls = self._calls.setdefault(module, _Calls([], [], []))
+            a = inputs[0]
+            up = self._upsampled.get(id(a))
+            fits = isinstance(module, nn.Conv2d) and upsampled_fits(module)
+            half = up[2] if up is not None and up[0] is a and up[1] == a._version and fits else None
+            calls.inputs.append(a.detach())
             calls.outputs.append(output)
+            calls.halves.append(half)
 
     def clipped_sum(
         self,
@@ -160,7 +213,7 @@ class BookKeepingGradients:
             values = self.loss_module(*inputs)
         finally:
             self._recording = False
-        calls, self._calls = self._calls, {}
+        calls, self._calls, self._upsampled = self._calls, {}, {}
         layers = [m for m in self._layers if m in calls]
         if groups is not None:
             groups = groups.to(inputs[0].device)
@@ -178,7 +231,7 @@ class BookKeepingGradients:
                 torch.zeros_like(s) if g is None else g
                 for g, s in zip(gs, calls[m].outputs, strict=True)
             ]
-            layer = _layer_grad(m, calls[m].inputs, gs, groups, units, self.route)
+            layer = _layer_grad(m, calls[m], gs, groups, units, self.route)
             per_layer[m] = layer
             sq = sq + layer.sq_norms.to(sq.dtype)
         norms = sq.sqrt()
@@ -189,7 +242,10 @@ class BookKeepingGradients:
             summed[id(m.weight)] = weight
             if m.bias is not None:
                 summed[id(m.bias)] = bias
-        grads = [summed.get(id(p), p.new_zeros(p.shape)) for p in self.params]
+        grads = [
+            _like(summed[id(p)], p) if id(p) in summed else p.new_zeros(p.shape)
+            for p in self.params
+        ]
         return ClippedSum(grads, norms.detach(), values.detach())
 
     def close(self) -> None:
@@ -210,10 +266,11 @@ class _LayerGrad:
 
 
 class _Materialised(_LayerGrad):
-    """Per-unit gradients (units, *weight.shape) and (units, *bias.shape) held in memory."""
+    """Per-unit gradients (units, Y, X), viewed as the weight's by ``to_weight``, and the
+    bias's (units, p) or None, held in memory."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
-        self.weight, self.bias = weight, bias
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, to_weight: ToWeight):
+        self.weight, self.bias, self.to_weight = weight, bias, to_weight
         sq = weight.flatten(1).pow(2).sum(1)
         if bias is not None:
             sq = sq + bias.pow(2).sum(1)
@@ -221,84 +278,76 @@ class _Materialised(_LayerGrad):
 
     def weighted(self, factor):
         w = (factor @ self.weight.flatten(1)).view(self.weight.shape[1:])
-        return w, None if self.bias is None else factor @ self.bias
+        return self.to_weight(w), None if self.bias is None else factor @ self.bias
 
 
-class _GhostLinear(_LayerGrad):
-    """Linear layer, ghost norms: a (n, T, d), g (n, T, p); the sum is (c g)^T a."""
+class _Ghost(_LayerGrad):
+    """Ghost norms from the factors P (n, R, X) and Q (n, R, Y); the sum is (c Q)^T P."""
 
-    def __init__(self, act: torch.Tensor, sig: torch.Tensor, has_bias: bool):
-        self.act, self.sig, self.has_bias = act, sig, has_bias
-        self.sq_norms = _ghost_sq_norms(act, sig, has_bias)
-
-    def weighted(self, factor):
-        p, d = self.sig.shape[2], self.act.shape[2]
-        sig = self.sig * factor[:, None, None]
-        w = sig.reshape(-1, p).T @ self.act.reshape(-1, d)
-        return w, sig.sum((0, 1)) if self.has_bias else None
-
-
-class _GhostConv(_LayerGrad):
-    """Conv2d layer, ghost norms from unfolded activations; the sum is the ordinary weight
-    gradient (``torch.nn.grad.conv2d_weight``) of the re-weighted signal."""
-
-    def __init__(self, m: nn.Conv2d, inputs: list[torch.Tensor], signals: list[torch.Tensor]):
-        self.m, self.inputs, self.signals = m, inputs, signals
-        act = _cat1(
-            [
-                F.unfold(a, m.kernel_size, m.dilation, m.padding, m.stride).transpose(1, 2)
-                for a in inputs
-            ]
-        )
-        sig = _cat1([g.flatten(2).transpose(1, 2) for g in signals])
-        self.sq_norms = _ghost_sq_norms(act, sig, m.bias is not None)
+    def __init__(self, p: torch.Tensor, q: torch.Tensor, bias, to_weight: ToWeight):
+        self.p, self.q, self.bias, self.to_weight = p, q, bias, to_weight
+        if p.shape[1] == 1:
+            sq = p.pow(2).sum((1, 2)) * q.pow(2).sum((1, 2))
+        else:
+            sq = (p @ p.transpose(1, 2)).mul_(q @ q.transpose(1, 2)).sum((1, 2))
+        if bias is not None:
+            sq = sq + bias.pow(2).sum(1)
+        self.sq_norms = sq
 
     def weighted(self, factor):
-        scaled = [g * factor[:, None, None, None] for g in self.signals]
-        w = sum(_conv_weight_grad(self.m, a, g) for a, g in zip(self.inputs, scaled, strict=True))
-        b = sum(g.sum((0, 2, 3)) for g in scaled) if self.m.bias is not None else None
-        return w, b
+        x, y = self.p.shape[2], self.q.shape[2]
+        q = self.q * factor[:, None, None]
+        w = q.reshape(-1, y).T @ self.p.reshape(-1, x)
+        return self.to_weight(w), None if self.bias is None else factor @ self.bias
+
+
+def _like(grad: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """``grad`` in ``p``'s memory layout (channels-last for a channels-last conv weight)."""
+    return grad if grad.stride() == p.stride() else torch.empty_like(p).copy_(grad)
 
 
 def _cat1(parts: list[torch.Tensor]) -> torch.Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
-def _ghost_sq_norms(act: torch.Tensor, sig: torch.Tensor, has_bias: bool) -> torch.Tensor:
-    """||g_i^T a_i||_F^2 (+ ||sum_t g_i||^2) per record from Gram matrices over positions."""
-    if act.shape[1] == 1:
-        sq = act.pow(2).sum((1, 2)) * sig.pow(2).sum((1, 2))
-    else:
-        sq = (act @ act.transpose(1, 2)).mul_(sig @ sig.transpose(1, 2)).sum((1, 2))
-    if has_bias:
-        sq = sq + sig.sum(1).pow(2).sum(1)
-    return sq
+def _factors(
+    m: nn.Module, calls: _Calls, signals: list[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, ToWeight]:
+    """(P, Q, per-record bias gradients (n, p) or None, to_weight) of one layer's calls."""
+    n = signals[0].shape[0]
+    if isinstance(m, nn.Conv2d):
+        bias = sum(g.sum((2, 3)) for g in signals) if m.bias is not None else None
+        if all(h is not None for h in calls.halves):
+            parts = [upsampled_factors(m, h, g) for h, g in zip(calls.halves, signals, strict=True)]
+            p, q = _cat1([f[0] for f in parts]), _cat1([f[1] for f in parts])
+            return p, q, bias, parts[0][2]
+        p = _cat1([unfolded(m, a) for a in calls.inputs])
+        return p, _cat1([rows(g) for g in signals]), bias, _conv_weight(m)
+    p = _cat1([a.reshape(n, -1, a.shape[-1]) for a in calls.inputs])
+    q = _cat1([g.reshape(n, -1, g.shape[-1]) for g in signals])
+    return p, q, q.sum(1) if m.bias is not None else None, lambda flat: flat
 
 
-def _conv_weight_grad(
-    m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, *, per_record: bool = False
-) -> torch.Tensor:
-    """sum_i dL/dW from inputs a (n, c, H, W) and signals g (n, p, H', W'), or, with
-    ``per_record``, each record's own (n, *W.shape): a grouped convolution with one group per
-    record (the batching rule torch.func uses), which runs at about the speed of the summed one."""
-    kw = {"stride": m.stride, "padding": m.padding, "dilation": m.dilation}
-    if not per_record:
-        return torch.nn.grad.conv2d_weight(a, m.weight.shape, g, **kw)
-    n, c = a.shape[:2]
-    p = g.shape[1]
-    out = torch.nn.grad.conv2d_weight(
-        a.reshape(1, n * c, *a.shape[2:]),
-        (n * p, *m.weight.shape[1:]),
-        g.reshape(1, n * p, *g.shape[2:]),
-        groups=n,
-        **kw,
-    )
-    return out.view(n, *m.weight.shape)
+def _conv_weight(m: nn.Conv2d) -> ToWeight:
+    """(p, D) in (k_h, k_w, c) order -> ``m``'s (p, c, k_h, k_w) weight gradient (a view)."""
+    p, c, kh, kw = m.weight.shape
+    return lambda flat: flat.view(p, kh, kw, c).permute(0, 3, 1, 2)
+
+
+def _sizes(m: nn.Module, calls: _Calls, signals: list[torch.Tensor]) -> tuple[int, int, int]:
+    """(R, X, Y) of the layer's factors, before building them."""
+    if isinstance(m, nn.Conv2d):
+        p, c, kh, kw = m.weight.shape
+        if all(h is not None for h in calls.halves):
+            return sum(h.shape[2] * h.shape[3] for h in calls.halves), c, kh * kw * p
+        return sum(g.shape[2] * g.shape[3] for g in signals), c * kh * kw, p
+    r = sum(g[0].numel() // g.shape[-1] for g in signals)
+    return r, calls.inputs[0].shape[-1], signals[0].shape[-1]
 
 
 def _layer_grad(
     m: nn.Module,
-    inputs: list[torch.Tensor],
+    calls: _Calls,
     signals: list[torch.Tensor],
     groups: torch.Tensor | None,
     units: int,
@@ -306,55 +355,34 @@ def _layer_grad(
 ) -> _LayerGrad:
     """Per-unit norms of one layer by the cheaper exact route (see the module docstring), or
     the one ``route`` forces."""
-    has_bias = m.bias is not None
-    if isinstance(m, nn.Conv2d):
-        if groups is not None:
-            return _Materialised(*_group_grads(m, inputs, signals, groups, units))
-        p, d = m.weight.shape[0], m.weight[0].numel()
-        t = sum(g.shape[2] * g.shape[3] for g in signals)
-        if route is Route.GHOST or (route is Route.AUTO and t * (d + p) < p * d):
-            return _GhostConv(m, inputs, signals)
-        weight = sum(
-            _conv_weight_grad(m, a, g, per_record=True)
-            for a, g in zip(inputs, signals, strict=True)
-        )
-        bias = sum(g.sum((2, 3)) for g in signals) if has_bias else None
-        return _Materialised(weight, bias)
-    n = inputs[0].shape[0]
-    act = _cat1([a.reshape(n, -1, a.shape[-1]) for a in inputs])
-    sig = _cat1([g.reshape(n, -1, g.shape[-1]) for g in signals])
-    t, d, p = act.shape[1], act.shape[2], sig.shape[2]
+    r, x, y = _sizes(m, calls, signals)
+    n = signals[0].shape[0]
+    ghost = route is Route.GHOST or (route is Route.AUTO and r * r * (x + y) <= GHOST_RATIO * x * y)
+    if groups is None and not ghost and _loops(m, calls, n * r * x):
+        bias = sum(g.sum((2, 3)) for g in signals) if m.bias is not None else None
+        weight = sum(per_record_loop(m, a, g) for a, g in zip(calls.inputs, signals, strict=True))
+        return _Materialised(weight, bias, _conv_weight(m))
+    p, q, bias, to_weight = _factors(m, calls, signals)
     if groups is not None:
-        weight = act.new_zeros(units, p, d)
-        bias = act.new_zeros(units, p) if has_bias else None
+        weight = p.new_zeros(units, y, x)
+        group_bias = p.new_zeros(units, bias.shape[1]) if bias is not None else None
         for j in range(units):
-            rows = groups == j
-            s, a = sig[rows].reshape(-1, p), act[rows].reshape(-1, d)
-            weight[j] = s.T @ a
-            if bias is not None:
-                bias[j] = s.sum(0)
-        return _Materialised(weight, bias)
-    if route is Route.GHOST or (route is Route.AUTO and (t == 1 or t * (d + p) < p * d)):
-        return _GhostLinear(act, sig, has_bias)
-    return _Materialised(sig.transpose(1, 2) @ act, sig.sum(1) if has_bias else None)
+            rows_j = groups == j
+            weight[j] = q[rows_j].reshape(-1, y).T @ p[rows_j].reshape(-1, x)
+            if group_bias is not None:
+                group_bias[j] = bias[rows_j].sum(0)
+        return _Materialised(weight, group_bias, to_weight)
+    if ghost:
+        return _Ghost(p, q, bias, to_weight)
+    return _Materialised(q.transpose(1, 2) @ p, bias, to_weight)
 
 
-def _group_grads(
-    m: nn.Conv2d,
-    inputs: list[torch.Tensor],
-    signals: list[torch.Tensor],
-    groups: torch.Tensor,
-    units: int,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-group conv gradients (units, *W.shape) and (units, p): one product per group."""
-    weight = inputs[0].new_zeros(units, *m.weight.shape)
-    bias = inputs[0].new_zeros(units, m.weight.shape[0]) if m.bias is not None else None
-    for j in range(units):
-        rows = groups == j
-        if not bool(rows.any()):
-            continue
-        for a, g in zip(inputs, signals, strict=True):
-            weight[j] += _conv_weight_grad(m, a[rows], g[rows])
-            if bias is not None:
-                bias[j] += g[rows].sum((0, 2, 3))
-    return weight, bias
+def _loops(m: nn.Module, calls: _Calls, im2col_floats: int) -> bool:
+    """Whether a conv's per-record gradients come from :func:`per_record_loop`: on the CPU,
+    for an input read directly (not through an upsample) whose im2col would be large."""
+    return (
+        isinstance(m, nn.Conv2d)
+        and calls.inputs[0].device.type == "cpu"
+        and any(h is None for h in calls.halves)
+        and im2col_floats > LOOP_MIN_FLOATS
+    )

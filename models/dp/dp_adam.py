@@ -35,6 +35,8 @@ from models.training import (
     Pair,
     TrainHistory,
     VAETrainSettings,
+    channels_last_model,
+    image_layout,
     record_validation,
     training_noise,
 )
@@ -233,6 +235,10 @@ def train_dp_vae(
     x_train, y_train = train
     n = len(x_train)
     steps = dp_sgd_steps(n_train=n, batch_size=settings.batch_size, epochs=settings.epochs)
+    # book-keeping takes the layout train_vae uses (same values; Opacus's ExpandedWeights cannot)
+    layout = dp.grad_sample_mode is GradSampleMode.BK
+    if layout:
+        channels_last_model(model)
     gen = torch.Generator().manual_seed(settings.seed)
     noise_gen = torch.Generator(device=device).manual_seed(dp.noise_seed)
     groups = microbatch_groups(n, dp.microbatch, seed=dp.noise_seed)
@@ -253,6 +259,7 @@ def train_dp_vae(
             index = torch.as_tensor(batch, dtype=torch.long)
             noise = training_noise(model, len(index), generator=gen)
             xb, yb, nb = x_train[index].to(device), y_train[index].to(device), noise.to(device)
+            xb = image_layout(xb) if layout else xb
             grads, sample = private_gradient(
                 engine,
                 (xb, yb, nb, index),

@@ -50,10 +50,12 @@ class GradSampleMode(str, Enum):
     BK = "bk"
 
 
-#: The fastest correct mode (benchmarks/bench_dp_epoch.py, the trade-off paper's 64x64x3 VAE, batch
-#: 32, one CPU thread, CPU time of an epoch against a non-private one): bk 1.16-1.39x, ew 2.8-3.3x,
-#: ghost 3.3x, hooks 3.3-3.6x, functorch 3.4-3.9x. On the LSTM VAE (DPLSTM) bk's clipped sum
-#: costs about 1.1x a non-private step, ew's 4.5x.
+#: The fastest correct mode (benchmarks/bench_dp_epoch.py, the trade-off paper's 64x64x3 VAE, one
+#: CPU thread, CPU time of an epoch against a non-private one): bk 1.08-1.22x at batch 32 and
+#: latent 100, 1.13-1.21x at LFW20's quick batch 16 and latent 16 (1.03-1.17x per record trained
+#: on; 1.68-1.91x before issue 38); ew 2.8-3.3x, ghost 3.3x, hooks 3.3-3.6x, functorch 3.4-3.9x
+#: (measured before issue 38). On the LSTM VAE (DPLSTM) bk's clipped sum costs about 1.1x a
+#: non-private step, ew's 4.5x.
 DEFAULT_GRAD_SAMPLE_MODE = GradSampleMode.BK
 
 

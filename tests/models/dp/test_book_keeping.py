@@ -76,17 +76,18 @@ def test_toy_clipped_sum_matches_the_loop_on_every_route(route, n):
 
 
 def test_routes_are_really_different_and_auto_picks_per_layer():
-    """The forced routes build different per-layer objects; AUTO mixes them on the 64x64 VAE."""
+    """The forced routes build different per-layer objects; AUTO mixes them on the 64x64 VAE:
+    ghost norms for the linear layers and some convs, materialised gradients for others."""
     from models.dp import book_keeping as bk_clipping
 
     vae = ConditionalConvVAE(channels=3, height=64, width=64, num_classes=2, latent_dim=8)
     x, y, noise = torch.rand(2, 3, 64, 64), torch.tensor([0, 1]), torch.randn(2, 8)
-    seen: list[str] = []
+    seen: list[tuple[str, str]] = []
     original = bk_clipping._layer_grad
 
-    def spy(*args, **kwargs):
-        out = original(*args, **kwargs)
-        seen.append(type(out).__name__)
+    def spy(m, *args, **kwargs):
+        out = original(m, *args, **kwargs)
+        seen.append((type(m).__name__, type(out).__name__))
         return out
 
     bk_clipping._layer_grad = spy
@@ -94,7 +95,7 @@ def test_routes_are_really_different_and_auto_picks_per_layer():
         BookKeepingGradients(SampleLoss(vae, beta=1.0)).clipped_sum(x, y, noise, clip_norm=1.0)
     finally:
         bk_clipping._layer_grad = original
-    assert {"_GhostConv", "_Materialised", "_GhostLinear"} <= set(seen)
+    assert {("Conv2d", "_Ghost"), ("Conv2d", "_Materialised"), ("Linear", "_Ghost")} <= set(seen)
 
 
 @pytest.mark.parametrize("route", [Route.AUTO, Route.GHOST])
@@ -160,3 +161,78 @@ def test_unsupported_layers_are_refused_by_name(layer):
     assert unsupported_parameters(model, list(model.parameters()))
     with pytest.raises(ValueError, match="unsupported parameters: 1\\."):
         BookKeepingGradients(model)
+
+
+class UpToy(nn.Module):
+    """Convs reading nearest 2x upsamples (kernel 3 pad 1 as in the VAE's decoder, kernel 4
+    with uneven padding, a bias-free one), and one whose upsampled input is changed in place
+    first (it must not take the upsample route)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.conv_a = nn.Conv2d(2, 3, 3, padding=1)
+        self.conv_b = nn.Conv2d(3, 2, 4, padding=(2, 1), bias=False)
+        self.conv_c = nn.Conv2d(2, 2, 3, padding=1)
+        self.head = nn.Linear(2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.conv_a(self.up(x)))
+        h = torch.tanh(self.conv_b(self.up(h)))
+        changed = self.up(h)
+        h = torch.tanh(self.conv_c(changed.mul_(1.5)))
+        return self.head(h.flatten(2).transpose(1, 2)).squeeze(-1).pow(2).sum(1)
+
+
+@pytest.mark.parametrize("route", list(Route))
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_upsampled_convs_match_the_loop(route, channels_last):
+    from models.dp import book_keeping as bk_clipping
+
+    torch.manual_seed(0)
+    toy = UpToy().double()
+    x = torch.randn(5, 2, 3, 4, generator=torch.Generator().manual_seed(4)).double()
+    if channels_last:
+        toy = toy.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    grads = loop_grads(toy, x)
+    clip = float(clipped(grads, math.inf)[1].median())
+    expected, norms = clipped(grads, clip)
+    halves: dict[str, bool] = {}
+    names = {m: name for name, m in toy.named_modules()}
+    original = bk_clipping._layer_grad
+
+    def spy(m, calls, *args, **kwargs):
+        halves[names[m]] = calls.halves[0] is not None
+        return original(m, calls, *args, **kwargs)
+
+    bk_clipping._layer_grad = spy
+    try:
+        got = BookKeepingGradients(toy, route=route).clipped_sum(x, clip_norm=clip)
+    finally:
+        bk_clipping._layer_grad = original
+    assert halves == {"conv_a": True, "conv_b": True, "conv_c": False, "head": False}
+    torch.testing.assert_close(got.norms, norms, rtol=1e-10, atol=1e-12)
+    for g, e in zip(got.grads, expected, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_per_record_loop_matches_im2col(dtype):
+    """The CPU's per-record convolutions give the batched product's per-record gradients, on a
+    strided, a dilated and an uneven-padded conv, channels-last inputs included."""
+    from models.dp.bk_conv import per_record_loop, rows, unfolded
+
+    gen = torch.Generator().manual_seed(5)
+    for conv in (
+        nn.Conv2d(3, 4, 4, stride=2, padding=1),
+        nn.Conv2d(3, 2, 3, dilation=2, padding=(2, 1)),
+    ):
+        conv = conv.to(dtype)
+        a = torch.randn(3, 3, 9, 8, generator=gen, dtype=dtype)
+        for layout in (torch.contiguous_format, torch.channels_last):
+            a = a.contiguous(memory_format=layout)
+            g = torch.randn_like(conv(a)).contiguous(memory_format=layout)
+            expected = rows(g).transpose(1, 2) @ unfolded(conv, a)
+            tol = {"rtol": 1e-12, "atol": 1e-12} if dtype == torch.float64 else {}
+            torch.testing.assert_close(per_record_loop(conv, a, g), expected, **tol)
