@@ -4,6 +4,7 @@ Opacus grad-sample mode, and term-wise DP-Adam; print each against the non-priva
 
   python benchmarks/bench_dp_epoch.py [--records 320 | --batches 10] [--repeats 2] [--device cpu]
                                       [--model conv | lstm] [--latent 100] [--no-termwise]
+                                      [--precisions float32 bf16]
 
 Every path is the real training loop (``models.training.train_vae``,
 ``models.dp.train_dp_vae``, ``models.dp.termwise_loop.train_termwise_vae``) on random data,
@@ -13,8 +14,10 @@ untimed warm-up step; the reported times are the fastest of ``--repeats`` interl
 as wall time and as this process's CPU time (``time.process_time``). On a shared machine the
 CPU time with ``--threads 1`` is the stable measure of the work each path does. A DP epoch's
 Poisson batches hold N records on average only (one seed's six batches of 32 held 205, not 192),
-so the last column divides each path's CPU time by the records it trained on: the ratio an
-epoch has in expectation.
+so the last columns divide each path's CPU time by the records it trained on: the ratio an
+epoch has in expectation, against the first precision's non-private epoch and against the
+non-private epoch of the path's own precision. ``--precisions float32 bf16`` runs every path in
+each precision, taking turns (bf16 needs native bf16: AVX-512 BF16 or AMX on a CPU).
 
 Ghost clipping: the loss is a sum of per-example terms, so Opacus's ghost clipping applies to DP-
 Adam; Opacus 1.6 has ghost norms for Linear layers only, so the conv layers (most of the work)
@@ -34,9 +37,11 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
+from dpvae_core.precision import check_precision_supported
 from models.divergences import Divergence
 from models.dp import (
     DEFAULT_GRAD_SAMPLE_MODE,
@@ -88,6 +93,14 @@ def parse_args() -> argparse.Namespace:
         choices=[m.value for m in GradSampleMode],
     )
     p.add_argument("--no-termwise", action="store_true", help="leave out the term-wise epochs")
+    p.add_argument(
+        "--precisions",
+        nargs="+",
+        default=["float32"],
+        help="each path in each precision (settings.precision; DP-Adam's book-keeping runs its "
+        "per-example gradients in bf16 under bf16); the first one's non-private epoch is the "
+        "baseline",
+    )
     args = p.parse_args()
     if args.batches is not None:
         args.records = args.batches * args.batch_size
@@ -166,7 +179,11 @@ def time_once(
     device = args.device
     empty = (data[0][:0], data[1][:0])
     model = make_model(
-        device, args.model, args.length, private=name != "non-private", latent=args.latent
+        device,
+        args.model,
+        args.length,
+        private=not name.startswith("non-private"),
+        latent=args.latent,
     )
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -200,29 +217,39 @@ def main() -> None:
         f"{threads} threads, torch {torch.__version__}, fastest of {args.repeats} "
         "interleaved epoch(s)"
     )
-    runs = paths(args.device, args.modes, termwise_too=not args.no_termwise)
+    for precision in args.precisions:
+        check_precision_supported(precision, args.device)
+    runs: dict[str, tuple[Callable[..., object], VAETrainSettings]] = {}
+    for precision in args.precisions:
+        tag = "" if precision == args.precisions[0] else f" {precision}"
+        for name, run in paths(args.device, args.modes, termwise_too=not args.no_termwise).items():
+            runs[name + tag] = (run, replace(settings, precision=precision))
     best: dict[str, tuple[float, float, float]] = {}
-    for name, run in list(runs.items()):
+    for name, (run, prec_settings) in list(runs.items()):
         try:
-            time_once(name, run, warm, settings, args)  # one step: allocations, kernel choice
+            time_once(name, run, warm, prec_settings, args)  # one step: allocations, kernels
         except Exception as exc:  # noqa: BLE001 - report a mode that cannot run and go on
             print(f"{name}: failed, {type(exc).__name__}: {exc}")
             del runs[name]
     for _ in range(args.repeats):  # interleaved, so that load changes hit every path alike
-        for name, run in runs.items():
-            wall, cpu, records = time_once(name, run, data, settings, args)
+        for name, (run, prec_settings) in runs.items():
+            wall, cpu, records = time_once(name, run, data, prec_settings, args)
             old_wall, old_cpu, _ = best.get(name, (math.inf, math.inf, records))
             best[name] = (min(old_wall, wall), min(old_cpu, cpu), records)
     print(
-        f"{'path':<26}{'wall s':>9}{'s/step':>9}{'x non-private':>15}{'cpu s':>9}"
-        f"{'x non-private':>15}{'records':>9}{'cpu x per record':>18}"
+        f"{'path':<31}{'wall s':>9}{'s/step':>9}{'x non-private':>15}{'cpu s':>9}"
+        f"{'x non-private':>15}{'records':>9}{'cpu x per record':>18}{'x same precision':>18}"
     )
     base_wall, base_cpu, base_records = best["non-private"]
     for name, (wall, cpu, records) in best.items():
         per_record = (cpu / records) / (base_cpu / base_records)
+        precision = runs[name][1].precision
+        tag = "" if precision == args.precisions[0] else f" {precision}"
+        _, same_cpu, same_records = best["non-private" + tag]
+        same = (cpu / records) / (same_cpu / same_records)
         print(
-            f"{name:<26}{wall:>9.2f}{wall / steps:>9.3f}{wall / base_wall:>15.2f}{cpu:>9.2f}"
-            f"{cpu / base_cpu:>15.2f}{records:>9.0f}{per_record:>18.2f}"
+            f"{name:<31}{wall:>9.2f}{wall / steps:>9.3f}{wall / base_wall:>15.2f}{cpu:>9.2f}"
+            f"{cpu / base_cpu:>15.2f}{records:>9.0f}{per_record:>18.2f}{same:>18.2f}"
         )
 
 

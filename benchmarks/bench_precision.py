@@ -10,7 +10,8 @@ On ``--device``, in one process, the precisions take turns in every repeat (the 
 baseline; medians printed with their ratio to it) on one fixed workload:
 
 - one epoch of non-private training (Adam) on D_train (the profile's cap, batch and latent size);
-- one epoch of DP-Adam in the same run, for scale (it stays float32 under every precision);
+- one epoch of DP-Adam in the same run (its per-example gradients in bf16 under bf16, the
+  clipping float32: :func:`models.dp.engine.dp_precision`; float32 under fp16);
 - generation of |D_gen| records;
 - every attack of the sweep's list the whole-VAE release allows on ``--attack-records`` records
   (N = the profile's), with one stand-in reference model where an attack calibrates;
@@ -133,13 +134,13 @@ def main() -> None:
 
     parts: dict[str, object] = {
         "train, none (1 epoch)": lambda pr: train_vae(vae(), (x, y), val, settings(pr)),
-        "train, DP-Adam (1 epoch; float32 always)": lambda pr: train_dp_vae(
+        "train, DP-Adam (1 epoch)": lambda pr: train_dp_vae(
             vae(True), (x, y), val, settings(pr), dp
         ),
         f"generation ({n_gen})": generation,
     }
     if args.no_dp:
-        del parts["train, DP-Adam (1 epoch; float32 always)"]
+        del parts["train, DP-Adam (1 epoch)"]
     for name in sweep_attacks():
         try:
             attack(name, "float32")  # warm-up; skips what the release does not allow

@@ -22,6 +22,9 @@ not:
   the privacy claim takes each clipped per-example gradient to have norm at most C. In TF32 the
   norms and the sums carry relative errors near 1e-3 instead of float32's 1e-7, so a clipped
   gradient could exceed C by about a thousandth; the design keeps these computations in float32.
+  A bf16 cell's DP-Adam (book-keeping) runs only the passes behind its per-example gradients
+  under bf16 autocast, inside this block; the norms, clip factors and sum stay IEEE float32,
+  on certified bounds (:mod:`models.dp.bk_bound`).
 - VAE-LDP's release (:meth:`models.perturbation.NoiseBound.perturb`): the bounded mean, the
   noise floor and the Gaussian noise the claim reads;
 - the face descriptor (:mod:`models.face_embedding`), whose codes must match dlib's.

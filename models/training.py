@@ -72,7 +72,9 @@ class VAETrainSettings:
     seed: int
     device: str = "cpu"
     validation: ValidationSchedule = field(default_factory=ValidationSchedule)
-    #: autocast precision of :func:`train_vae` (:mod:`dpvae_core.precision`); DP loops ignore it
+    #: autocast precision of :func:`train_vae` (:mod:`dpvae_core.precision`); DP-Adam's per-example
+    #: gradients follow it where bf16 (:func:`models.dp.engine.dp_precision`), the other DP loops
+    #: ignore it
     precision: str = "float32"
 
 

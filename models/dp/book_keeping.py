@@ -37,6 +37,8 @@ from enum import Enum
 import torch
 from torch import nn
 
+from dpvae_core.precision import Precision, mixed_precision, parse_precision, upcast
+from models.dp.bk_bound import certified_factors
 from models.dp.bk_conv import (
     ToWeight,
     per_record_loop,
@@ -45,6 +47,7 @@ from models.dp.bk_conv import (
     upsampled_factors,
     upsampled_fits,
 )
+from models.dp.bk_layers import GhostLayer, LayerGrad, MaterialisedLayer
 
 #: Opacus's guard against division by zero in the clip factor C / (||g|| + 1e-6).
 CLIP_EPS = 1e-6
@@ -140,8 +143,15 @@ class BookKeepingGradients:
     ``groups``, on its own group's records only: then dL/ds restricted to a record's rows is
     that record's (group's) own gradient signal.
 
+    ``precision="bf16"`` runs the forward and backward passes under bf16 autocast and clips on
+    certified bounds (:mod:`models.dp.bk_bound`): the layers' inputs and output gradients are
+    upcast to float32 once, and the norms and the clipped sum are both computed from those
+    tensors; ``ClippedSum.norms`` are then the bounds B_i. float32 (the default) computes as
+    before.
+
     Raises:
-        ValueError: when a parameter in ``params`` is not owned by a supported layer.
+        ValueError: when a parameter in ``params`` is not owned by a supported layer, or
+            ``precision`` is fp16 (its gradients would need loss scaling).
     """
 
     def __init__(
@@ -150,7 +160,14 @@ class BookKeepingGradients:
         *,
         params: Sequence[nn.Parameter] | None = None,
         route: Route | str = "auto",
+        precision: Precision | str = Precision.FLOAT32,
     ):
+        self.precision = parse_precision(precision)
+        if self.precision is Precision.FP16:
+            raise ValueError(
+                "book-keeping clipping runs per-example gradients in float32 or bf16, not fp16 "
+                "(fp16 gradients would need loss scaling)"
+            )
         self._all = [p for p in loss_module.parameters() if p.requires_grad]
         self.params = self._all if params is None else list(params)
         bad = unsupported_parameters(loss_module, self.params)
@@ -210,7 +227,8 @@ class BookKeepingGradients:
         self._calls = {}
         self._recording = True
         try:
-            values = self.loss_module(*inputs)
+            with mixed_precision(inputs[0].device, self.precision):
+                values = self.loss_module(*inputs)
         finally:
             self._recording = False
         calls, self._calls, self._upsampled = self._calls, {}, {}
@@ -220,22 +238,26 @@ class BookKeepingGradients:
         outputs = [s for m in layers for s in calls[m].outputs]
         signals = torch.autograd.grad(values.sum(), outputs, allow_unused=True) if outputs else ()
         signals = list(signals)
-        per_layer: dict[nn.Module, _LayerGrad] = {}
-        sq = values.new_zeros(units)
+        per_layer: dict[nn.Module, LayerGrad] = {}
         for m in layers:
             k = len(calls[m].outputs)
             gs, signals = signals[:k], signals[k:]
             if all(g is None for g in gs):
                 continue
             gs = [
-                torch.zeros_like(s) if g is None else g
+                upcast(torch.zeros_like(s) if g is None else g)  # float32 stays as it is
                 for g, s in zip(gs, calls[m].outputs, strict=True)
             ]
-            layer = _layer_grad(m, calls[m], gs, groups, units, self.route)
-            per_layer[m] = layer
-            sq = sq + layer.sq_norms.to(sq.dtype)
-        norms = sq.sqrt()
-        factor = (clip_norm / (norms + CLIP_EPS)).clamp(max=1.0)
+            per_layer[m] = _layer_grad(m, _upcast(calls[m]), gs, groups, units, self.route)
+        if self.precision is Precision.FLOAT32:
+            sq = values.new_zeros(units)
+            for layer in per_layer.values():
+                sq = sq + layer.sq_norms().to(sq.dtype)
+            norms = sq.sqrt()
+            factor = (clip_norm / (norms + CLIP_EPS)).clamp(max=1.0)
+        else:
+            bound_sq = sum(layer.bound_sq() for layer in per_layer.values())
+            factor, norms = certified_factors(bound_sq, clip_norm, CLIP_EPS)
         summed: dict[int, torch.Tensor] = {}
         for m, layer in per_layer.items():
             weight, bias = layer.weighted(factor)
@@ -255,50 +277,13 @@ class BookKeepingGradients:
         self._handles = []
 
 
-class _LayerGrad:
-    """One layer's per-unit squared norms (units,), and its re-weighted sum on demand."""
-
-    sq_norms: torch.Tensor
-
-    def weighted(self, factor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(sum_u factor_u G_u for the weight, the same for the bias or None)."""
-        raise NotImplementedError
-
-
-class _Materialised(_LayerGrad):
-    """Per-unit gradients (units, Y, X), viewed as the weight's by ``to_weight``, and the
-    bias's (units, p) or None, held in memory."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, to_weight: ToWeight):
-        self.weight, self.bias, self.to_weight = weight, bias, to_weight
-        sq = weight.flatten(1).pow(2).sum(1)
-        if bias is not None:
-            sq = sq + bias.pow(2).sum(1)
-        self.sq_norms = sq
-
-    def weighted(self, factor):
-        w = (factor @ self.weight.flatten(1)).view(self.weight.shape[1:])
-        return self.to_weight(w), None if self.bias is None else factor @ self.bias
-
-
-class _Ghost(_LayerGrad):
-    """Ghost norms from the factors P (n, R, X) and Q (n, R, Y); the sum is (c Q)^T P."""
-
-    def __init__(self, p: torch.Tensor, q: torch.Tensor, bias, to_weight: ToWeight):
-        self.p, self.q, self.bias, self.to_weight = p, q, bias, to_weight
-        if p.shape[1] == 1:
-            sq = p.pow(2).sum((1, 2)) * q.pow(2).sum((1, 2))
-        else:
-            sq = (p @ p.transpose(1, 2)).mul_(q @ q.transpose(1, 2)).sum((1, 2))
-        if bias is not None:
-            sq = sq + bias.pow(2).sum(1)
-        self.sq_norms = sq
-
-    def weighted(self, factor):
-        x, y = self.p.shape[2], self.q.shape[2]
-        q = self.q * factor[:, None, None]
-        w = q.reshape(-1, y).T @ self.p.reshape(-1, x)
-        return self.to_weight(w), None if self.bias is None else factor @ self.bias
+def _upcast(calls: _Calls) -> _Calls:
+    """The calls' inputs in float32 where they were recorded in a lower precision (the same
+    tensors otherwise): the one copy both the norms and the sum are computed from."""
+    if all(upcast(a) is a for a in calls.inputs + [h for h in calls.halves if h is not None]):
+        return calls
+    halves = [None if h is None else upcast(h) for h in calls.halves]
+    return _Calls([upcast(a) for a in calls.inputs], calls.outputs, halves)
 
 
 def _like(grad: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
@@ -352,7 +337,7 @@ def _layer_grad(
     groups: torch.Tensor | None,
     units: int,
     route: Route,
-) -> _LayerGrad:
+) -> LayerGrad:
     """Per-unit norms of one layer by the cheaper exact route (see the module docstring), or
     the one ``route`` forces."""
     r, x, y = _sizes(m, calls, signals)
@@ -361,7 +346,7 @@ def _layer_grad(
     if groups is None and not ghost and _loops(m, calls, n * r * x):
         bias = sum(g.sum((2, 3)) for g in signals) if m.bias is not None else None
         weight = sum(per_record_loop(m, a, g) for a, g in zip(calls.inputs, signals, strict=True))
-        return _Materialised(weight, bias, _conv_weight(m))
+        return MaterialisedLayer(weight, bias, _conv_weight(m))
     p, q, bias, to_weight = _factors(m, calls, signals)
     if groups is not None:
         weight = p.new_zeros(units, y, x)
@@ -371,10 +356,10 @@ def _layer_grad(
             weight[j] = q[rows_j].reshape(-1, y).T @ p[rows_j].reshape(-1, x)
             if group_bias is not None:
                 group_bias[j] = bias[rows_j].sum(0)
-        return _Materialised(weight, group_bias, to_weight)
+        return MaterialisedLayer(weight, group_bias, to_weight)
     if ghost:
-        return _Ghost(p, q, bias, to_weight)
-    return _Materialised(q.transpose(1, 2) @ p, bias, to_weight)
+        return GhostLayer(p, q, bias, to_weight)
+    return MaterialisedLayer(q.transpose(1, 2) @ p, bias, to_weight)
 
 
 def _loops(m: nn.Module, calls: _Calls, im2col_floats: int) -> bool:

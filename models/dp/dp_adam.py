@@ -27,6 +27,7 @@ from models.dp.engine import (
     GradSampleMode,
     PerExampleGradients,
     SampleLoss,
+    dp_precision,
     noisy_average,
     parse_mode,
 )
@@ -165,7 +166,9 @@ class DPRun:
 
     ``steps``: noisy steps taken; ``sample_rate``: the Poisson rate B/N; ``mean_batch_size``:
     the realised batches' mean size (released outside the accounting); ``batch_term``: the
-    term-wise loop's batch-wise release, if any.
+    term-wise loop's batch-wise release, if any; ``precision``: what the per-example gradients
+    ran in (:func:`models.dp.engine.dp_precision`; the norms, clipping, sum and noise are
+    float32 under either, and the sensitivity C holds under either: docs/mechanisms.md).
     """
 
     noise_multiplier: float
@@ -176,6 +179,7 @@ class DPRun:
     grad_sample_mode: GradSampleMode
     batch_term: BatchTermRun | None = None
     microbatch: int = 1
+    precision: str = "float32"
 
 
 def check_per_example_objective(
@@ -221,6 +225,10 @@ def train_dp_vae(
     ``(sum_i clip_C(g_i) + N(0, (z C)^2 I)) / B`` (plus the batch term's release, if any) before
     ``torch.optim.Adam.step``. Sampling and reparameterisation noise come from a generator
     seeded with ``settings.seed``; the Gaussian noise from one seeded with ``dp.noise_seed``.
+    With ``settings.precision`` bf16 and book-keeping the per-example gradients' forward and
+    backward passes run under bf16 autocast and the clipping on certified bounds (the norms,
+    clip factors, sum and noise in IEEE float32: :mod:`models.dp.bk_bound`); otherwise all in
+    float32, as before.
 
     Notes:
         The number of steps is ``ceil(epochs * N / B)``, the schedule the accountant
@@ -245,7 +253,10 @@ def train_dp_vae(
     sampler = UniformWithReplacementSampler(
         num_samples=n, sample_rate=settings.batch_size / n, generator=gen, steps=steps
     )
-    engine = PerExampleGradients(SampleLoss(model, beta=settings.beta), dp.grad_sample_mode)
+    precision = dp_precision(settings.precision, dp.grad_sample_mode)
+    engine = PerExampleGradients(
+        SampleLoss(model, beta=settings.beta), dp.grad_sample_mode, precision=precision
+    )
     if audit_hook is not None:
         audit_hook.begin(engine.params)
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
@@ -294,6 +305,7 @@ def train_dp_vae(
         mean_batch_size=records / max(taken, 1),
         grad_sample_mode=dp.grad_sample_mode,
         microbatch=dp.microbatch,
+        precision=precision.value,
     )
     return history
 

@@ -19,6 +19,7 @@ from opacus.grad_sample import (
 )
 from torch import nn
 
+from dpvae_core.precision import Precision, parse_precision
 from dpvae_core.validation import parse_enum
 from models.dp.book_keeping import CLIP_EPS, BookKeepingGradients, ClippedSum
 from models.training import vae_per_example_loss as _vae_per_example_loss
@@ -57,6 +58,16 @@ class GradSampleMode(str, Enum):
 #: (measured before issue 38). On the LSTM VAE (DPLSTM) bk's clipped sum costs about 1.1x a
 #: non-private step, ew's 4.5x.
 DEFAULT_GRAD_SAMPLE_MODE = GradSampleMode.BK
+
+
+def dp_precision(precision: Precision | str, mode: GradSampleMode | str) -> Precision:
+    """The precision DP-Adam's per-example gradients run in for a cell of ``precision``: bf16
+    where the cell runs bf16 and the mode is book-keeping (its bound is certified:
+    :mod:`models.dp.bk_bound`), float32 otherwise (fp16 gradients would need loss scaling;
+    Opacus's modes run float32)."""
+    if parse_precision(precision) is Precision.BF16 and parse_mode(mode) is GradSampleMode.BK:
+        return Precision.BF16
+    return Precision.FLOAT32
 
 
 def per_unit_norms(grads: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -144,6 +155,7 @@ class PerExampleGradients:
 
     ``params`` restricts the returned gradients to a subset (in module order), e.g. the only
     parameters a loss can reach; the default is every trainable parameter. Not with GHOST.
+    ``precision``: bf16 with BK only (:func:`dp_precision`), float32 everywhere.
     Hook-based modes are switched on only inside a call, so several engines may share one model.
     Call :meth:`close` to remove hooks and Opacus's attributes from the parameters.
     """
@@ -154,15 +166,24 @@ class PerExampleGradients:
         mode: GradSampleMode | str = DEFAULT_GRAD_SAMPLE_MODE,
         *,
         params: Sequence[nn.Parameter] | None = None,
+        precision: Precision | str = Precision.FLOAT32,
     ):
         self.mode = parse_mode(mode)
+        self.precision = parse_precision(precision)
+        if self.precision is not Precision.FLOAT32 and self.mode is not GradSampleMode.BK:
+            raise ValueError(
+                f"per-example gradients in {self.precision.value} need the bk grad-sample mode, "
+                f"got {self.mode.value}"
+            )
         self._all = [p for p in loss_module.parameters() if p.requires_grad]
         self.params = self._all if params is None else list(params)
         if self.mode is GradSampleMode.GHOST and params is not None:
             raise ValueError("ghost clipping clips over every parameter; params must be None")
         self._bk: BookKeepingGradients | None = None
         if self.mode is GradSampleMode.BK:
-            self._bk = BookKeepingGradients(loss_module, params=self.params)
+            self._bk = BookKeepingGradients(
+                loss_module, params=self.params, precision=self.precision
+            )
             return
         if self.mode is GradSampleMode.EW:
             self._gsm = GradSampleModuleExpandedWeights(loss_module, loss_reduction="sum")

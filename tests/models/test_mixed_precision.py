@@ -160,18 +160,21 @@ def test_the_classifier_trains_in_its_settings_precision():
     assert seen == {"float32": {torch.float32}, "bf16": {torch.bfloat16}}
 
 
-def test_dp_adam_stays_float32_inside_an_enclosing_bf16_block():
-    """The claim's per-example norms, clipping and noise are computed by the training's forward
-    and backward passes: under a bf16 autocast around it, every layer still runs in float32."""
+def test_dp_adam_runs_in_its_settings_precision_inside_an_enclosing_bf16_block():
+    """A float32 cell's DP-Adam runs every layer in float32 under a bf16 autocast around it; a
+    bf16 cell's runs its per-example gradients' passes in bf16 (the norms, clipping, sum and
+    noise stay float32 on certified bounds: tests/models/dp/test_bk_bound.py)."""
     x, y = _records((1, 8, 8), n=12)
-    vae = model_family((1, 8, 8), 3).target_vae(latent_dim=4, per_example_gradients=True)
-    probe = DtypeProbe(vae)
-    settings = _settings("bf16")  # a DP loop ignores the settings' precision too
     dp = DPSettings(noise_multiplier=1.0, clip_norm=1.0, noise_seed=0)
-    with mixed_precision("cpu", "bf16"):
-        train_dp_vae(vae, (x, y), (x[:4], y[:4]), settings, dp)
-    probe.close()
-    assert probe.seen == {torch.float32}
+    seen = {}
+    for precision in ("float32", "bf16"):
+        vae = model_family((1, 8, 8), 3).target_vae(latent_dim=4, per_example_gradients=True)
+        probe = DtypeProbe(vae)
+        with mixed_precision("cpu", "bf16"):
+            train_dp_vae(vae, (x, y), (x[:4], y[:4]), _settings(precision), dp)
+        probe.close()
+        seen[precision] = probe.seen
+    assert seen == {"float32": {torch.float32}, "bf16": {torch.float32, torch.bfloat16}}
 
 
 def test_vae_ldp_perturbation_is_the_float32_one_inside_a_bf16_block():
