@@ -96,7 +96,9 @@ def adversarial_batch(clip: float, seed: int = 0) -> tuple[torch.Tensor, ...]:
     return a_lin, a_img.bfloat16(), a_half.bfloat16(), a_vec, t_lin, t_img, t_up, t_vec
 
 
-def record_additions(model, inputs, clip, route, *, at_c: bool = True) -> tuple[torch.Tensor, ...]:
+def record_additions(
+    model, inputs, clip, route, *, at_c: bool = True, groups: torch.Tensor | None = None
+) -> tuple[torch.Tensor, ...]:
     """(an upper bound on ||what each record adds to the clipped sum||: its float64
     recomputation plus that recomputation's own error bound; the clip factors; the engine's
     norms). The additions are recomputed from the float32 tensors the sum reads: the scaled Q
@@ -131,7 +133,8 @@ def record_additions(model, inputs, clip, route, *, at_c: bool = True) -> tuple[
                 inputs[k] = inputs[k].clone()
                 inputs[k][12:] *= scale.float().view(-1, *[1] * (inputs[k].dim() - 1))
             seen.clear()
-        out = engine.clipped_sum(*inputs, clip_norm=clip)
+        units = {} if groups is None else {"groups": groups, "num_groups": int(groups.max()) + 1}
+        out = engine.clipped_sum(*inputs, clip_norm=clip, **units)
     finally:
         bk._layer_grad = original
         engine.close()
@@ -176,6 +179,18 @@ def test_no_record_adds_more_than_c_on_adversarial_records(adversary, route):
         assert bool((added[:12] > clip * (1 - 1e-5)).all())
     else:  # the ghost bound pays for cancellation it cannot see through: clipped harder
         assert float(added[3]) < 1e-3 * clip
+
+
+def test_no_group_adds_more_than_c_on_adversarial_records(adversary):
+    """Per-group clipping (PriVAE's partitions, cdp's microbatches): each group's summed
+    gradient is materialised and bounded as a unit."""
+    groups = torch.tensor([0, 1, 2, 3, 0, 1, 2, 3, 4, 4, 4, 4, 0, 1, 2, 3])
+    clip = 3.0
+    added, factor, _ = record_additions(
+        adversary, adversarial_batch(clip), clip, bk.Route.AUTO, at_c=False, groups=groups
+    )
+    assert added.shape == (5,) and bool((factor < 1).all())
+    assert bool((added <= clip).all()) and bool((added > clip * (1 - 1e-5)).all())
 
 
 def _bf16_norms(p, q, bias):
