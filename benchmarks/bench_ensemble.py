@@ -3,7 +3,7 @@
 does on the CPU) against one ensemble (models/ensemble.py, what a cell does on CUDA).
 
   OMP_NUM_THREADS=1 python benchmarks/bench_ensemble.py [--threads 1] [--device cpu] \
-      [--sizes 200 186 186] [--epochs 2] [--repeats 3] [--precision float32] [--dp]
+      [--sizes 200 186 186] [--side 64] [--epochs 2] [--repeats 3] [--precision float32] [--dp]
 
 ``--dp``: DP-Adam (z = 1, C = 1), solo ``train_dp_vae`` (book-keeping clipping) against
 ``models/dp/dp_ensemble.py`` (per-record gradients from torch.func, clipped and noised per
@@ -37,23 +37,24 @@ from models.ensemble import EnsembleMember, train_vae_ensemble
 from models.training import VAETrainSettings, ValidationSchedule, train_vae
 from models.vae import ConditionalConvVAE
 
-SIDE, CLASSES, LATENT, BATCH, LR = 64, 20, 16, 16, 2e-3
+CLASSES, LATENT, BATCH, LR = 20, 16, 16, 2e-3
 
 
 def _members(args: argparse.Namespace) -> list[EnsembleMember]:
     gen = torch.Generator().manual_seed(0)
+    side = args.side
     members = []
     for i, n in enumerate(args.sizes):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(100 + i)
             model = ConditionalConvVAE(
-                channels=3, height=SIDE, width=SIDE, num_classes=CLASSES, latent_dim=LATENT
+                channels=3, height=side, width=side, num_classes=CLASSES, latent_dim=LATENT
             )
         train = (
-            torch.rand(n, 3, SIDE, SIDE, generator=gen),
+            torch.rand(n, 3, side, side, generator=gen),
             torch.randint(0, CLASSES, (n,), generator=gen),
         )
-        val = (torch.rand(32, 3, SIDE, SIDE, generator=gen), torch.randint(0, CLASSES, (32,)))
+        val = (torch.rand(32, 3, side, side, generator=gen), torch.randint(0, CLASSES, (32,)))
         settings = VAETrainSettings(
             epochs=args.epochs,
             batch_size=BATCH,
@@ -77,6 +78,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: as is)")
     p.add_argument("--sizes", type=int, nargs="+", default=[200, 186, 186])
+    p.add_argument("--side", type=int, default=64, help="image side (8: digits' shapes)")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--precision", default="float32")
@@ -129,7 +131,7 @@ def main() -> None:
     print(f"ensemble {med['ensemble']:8.2f} s  (median of {args.repeats}: {times['ensemble'][1:]})")
     print(f"ratio solo / ensemble: {med['solo'] / med['ensemble']:.2f}")
     u = torch.finfo(torch.float32).eps / 2
-    n = init[0].numel() if args.dp else BATCH * SIDE * SIDE  # DP: a record's norm over P
+    n = init[0].numel() if args.dp else BATCH * args.side * args.side  # DP: a record's norm over P
     gamma = n * u / (1 - n * u)
     for i, size in enumerate(args.sizes):
         solo_w, other_w, ens_w = (
