@@ -96,16 +96,16 @@ def check_sweep(config: SweepConfig, data: tuple[Dataset, dict[int, Split]] | No
         check_tuning_available()  # Optuna, an optional extra: named in one line
     # once the data is loaded (a dataset that cannot be read says so first), before any cell
     face = data is not None and config.profile.classifier == FACE_EMBEDDING
+    if face and not face_embedding_available():
+        raise ValueError(
+            f"--dataset {config.dataset}'s classifier is {FACE_EMBEDDING}: {INSTALL_HINT}; "
+            "or pass --classifier resnet-half"
+        )
     if face and tuple(data[0].shape)[:1] != (3,):
         raise ValueError(
             f"--classifier {FACE_EMBEDDING} needs RGB images (3, H, W), and --dataset "
             f"{config.dataset}'s records are {tuple(data[0].shape)}; pass --classifier "
             "small-cnn, resnet or resnet-half"
-        )
-    if face and not face_embedding_available():
-        raise ValueError(
-            f"--dataset {config.dataset}'s classifier is {FACE_EMBEDDING}: {INSTALL_HINT}; "
-            "or pass --classifier resnet-half"
         )
     mechs = (BASELINE, *config.mechs)
     releases = {m: get_mechanism(m).release for m in mechs}

@@ -36,7 +36,7 @@ def test_a_sweep_with_the_face_classifier_but_no_extra_is_refused_before_any_wor
     monkeypatch.setattr(sweep, "face_embedding_available", lambda: False)
     out = tmp_path / "out"
     code = main(
-        ["--dataset", "lfw-subset", "--mech", "none", "--profile", "quick", "--classifier",
+        ["--dataset", "digits", "--mech", "none", "--profile", "quick", "--classifier",
          "face-embedding", "--out", str(out), "--no-progress"]
     )  # fmt: skip
     assert code == 2

@@ -368,7 +368,7 @@ CASES: dict[str, dict[str, tuple]] = {
         ),
         "face-embedding on digits": (
             SWEEP + " --classifier face-embedding",
-            "--classifier face-embedding needs RGB images (3, H, W)",
+            "face-embedding",  # the extra's install hint, or (installed) the RGB check
         ),
         "attack unknown attack": (WITH_SAMPLES + " --attack gan", "not a registered attack"),
         "attack labels on one side only": (
