@@ -176,7 +176,12 @@ def draw_curves(ax_acc, ax_mi, table: pd.DataFrame) -> None:  # noqa: ANN001
 
 
 def draw_ablation(ax, ablation: pd.DataFrame, majority: float) -> None:  # noqa: ANN001
-    settings = list(dict.fromkeys(ablation["setting"]))
+    order = ["baseline", "baseline-cpu", "batch64", "lr-paper", "clip-median", "clip-0.03"]
+    settings = sorted(
+        dict.fromkeys(ablation["setting"]),
+        key=lambda s: order.index(s) if s in order else len(order),
+    )
+    names = {"baseline": "quick (sweep rows)", "baseline-cpu": "quick (this CPU)"}
     zs = sorted(ablation["z"].unique())
     width = 0.8 / len(zs)
     for j, z in enumerate(zs):
@@ -190,7 +195,9 @@ def draw_ablation(ax, ablation: pd.DataFrame, majority: float) -> None:  # noqa:
                 ax.plot(np.full(len(acc), x), acc, "k.", ms=5,
                         label="one seed" if i == 0 and j == 0 else None)  # fmt: skip
     ax.axhline(majority, color="0.5", ls="--", lw=1, label=f"majority rate {majority:.3f}")
-    ax.set_xticks(range(len(settings)), settings, rotation=20, fontsize=7)
+    ax.set_xticks(
+        range(len(settings)), [names.get(s, s) for s in settings], rotation=20, fontsize=7
+    )
     ax.set_ylabel("accuracy on real D_test, trained on D_gen")
     epochs = ", ".join(str(e) for e in sorted(ablation["epochs"].unique()))
     ax.set_title(f"ablation: one knob at a time ({epochs} epochs)")
