@@ -36,6 +36,10 @@ CACHE_SCHEMA = 4
 TRAINING_DRAWS_SCHEMA = 3
 
 
+#: The most cells ``--workers`` runs at a time on one machine.
+MAX_WORKERS = 64
+
+
 class ExecutorName(str, Enum):
     LOCAL = "local"
     RAY = "ray"
@@ -264,6 +268,8 @@ class SweepConfig:
     # is resolved by run_sweep before any cell is built (audit.sweep.device_choice)
     tune: int | None = None  # --tune N: each cell's hyperparameters chosen over N trials on D_val
     tune_seed: int = 0  # --tune-seed: the tuning's sampler seed (with each cell's root seed)
+    workers: int | None = None  # --workers: cells at a time with --executor local (None: auto,
+    # resolved by run_sweep: audit.sweep.device_choice.resolve_workers); no cell's hash has it
 
     def __post_init__(self) -> None:
         check_dataset_name(self.dataset)
@@ -274,6 +280,17 @@ class SweepConfig:
             raise ValueError(
                 "--ray-address, --cell-cpus and --cell-gpus apply to --executor ray only"
             )
+        if self.workers is not None:
+            if self.executor is not ExecutorName.LOCAL:
+                raise ValueError("--workers applies to --executor local only (Ray: --cell-gpus)")
+            if isinstance(self.workers, bool) or not isinstance(self.workers, int):
+                raise ValueError(
+                    f"--workers must be a positive integer or auto, got {self.workers!r}"
+                )
+            if not 1 <= self.workers <= MAX_WORKERS:
+                raise ValueError(
+                    f"--workers must be between 1 and {MAX_WORKERS} (or auto), got {self.workers}"
+                )
         resolve_window_stride(self.dataset, self.window_stride)
         if not self.seeds:
             raise ValueError("at least one seed is required")

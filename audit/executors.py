@@ -1,4 +1,6 @@
-"""Where cells run: in this process (the default) or as Ray tasks on a cluster.
+"""Where cells run: in this process (the default), in worker processes on this machine
+(``--workers N``: several cells at a time, e.g. on one GPU whose small kernels leave it idle
+most of a cell's time), or as Ray tasks on a cluster.
 
 An executor takes the sweep's pending cells and yields each one's outcome as it finishes. It
 never writes: the driver (:func:`audit.sweep.runner.run_sweep`) alone writes cell directories and
@@ -10,6 +12,10 @@ retries) comes back as :class:`CellFailed`, is not written, and so is rerun next
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
+import pickle
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -48,6 +54,90 @@ class LocalExecutor:
     def run(self, jobs: Iterable[Any], dataset: Any, compute: CellFn) -> Iterator[Any]:
         for job in jobs:
             yield compute(job, dataset, threads=None)
+
+
+def _cell_process(conn: Any, compute: CellFn, job: Any, dataset: Any, threads: int) -> None:
+    """A worker process's whole life: one cell, its outcome (or its error) sent back as bytes.
+
+    The outcome is pickled here with the plain pickler, so tensors travel as bytes (a CUDA
+    tensor is copied), never as shared-memory or CUDA IPC handles this process would have to
+    outlive."""
+    try:
+        payload = ("ok", pickle.dumps(compute(job, dataset, threads=threads), protocol=5))
+    except BaseException as exc:  # noqa: BLE001 (the driver logs it; the cell is rerun later)
+        payload = ("error", f"{exc!r}\n{traceback.format_exc()}")
+    conn.send_bytes(pickle.dumps(payload, protocol=5))
+    conn.close()
+
+
+class ProcessExecutor:
+    """Cells side by side in processes of this machine, at most ``workers`` at a time, each
+    with ``threads`` torch threads; outcomes come back to the driver as they finish (the driver
+    alone writes, as with Ray).
+
+    Each cell gets a fresh process, started with ``spawn`` (a CUDA context cannot be forked), so
+    a cell whose process dies (killed, out of memory) loses no other cell's work: it comes back
+    as :class:`CellFailed`, as does a cell whose code raises (its traceback logged), and is not
+    written, so the next run computes it. On a GPU, cells share it: DP-Adam's and the attacks'
+    kernels are small, so one cell leaves the GPU idle most of its time and cells side by side
+    fill it.
+    """
+
+    def __init__(self, workers: int, threads: int) -> None:
+        if workers < 1 or threads < 1:
+            raise ValueError(f"workers and threads must be positive, got {workers}, {threads}")
+        self.workers, self.threads = workers, threads
+
+    def run(self, jobs: Iterable[Any], dataset: Any, compute: CellFn) -> Iterator[Any | CellFailed]:
+        from multiprocessing.connection import wait
+
+        ctx = multiprocessing.get_context("spawn")
+        waiting = list(jobs)
+        waiting.reverse()  # pop() takes them in order
+        running: dict[Any, tuple[Any, Any]] = {}  # the driver's end of a pipe: (process, job)
+        log.info("running %d cell(s), at most %d at a time", len(waiting), self.workers)
+        try:
+            while waiting or running:
+                while waiting and len(running) < self.workers:
+                    job = waiting.pop()
+                    ours, theirs = ctx.Pipe(duplex=False)
+                    process = ctx.Process(
+                        target=_cell_process,
+                        args=(theirs, compute, job, dataset, self.threads),
+                        daemon=True,
+                    )
+                    process.start()
+                    theirs.close()  # the child holds its end: EOF here once it is gone
+                    running[ours] = (process, job)
+                for conn in wait(list(running)):
+                    process, job = running.pop(conn)
+                    yield self._outcome(conn, process, job)
+        finally:
+            for process, _ in running.values():  # interrupted (Ctrl-C) or closed early
+                process.terminate()
+            for process, _ in running.values():
+                process.join()
+
+    @staticmethod
+    def _outcome(conn: Any, process: Any, job: Any) -> Any:
+        try:
+            status, body = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            process.join()
+            return CellFailed(job=job, error=f"its process died (exit code {process.exitcode})")
+        finally:
+            conn.close()
+        process.join()
+        if status == "ok":
+            return pickle.loads(body)
+        log.error("cell failed in its process:\n%s", body)
+        first = body.strip().splitlines()[0] if body.strip() else "an unknown error"
+        return CellFailed(job=job, error=first)
+
+
+def pool_threads(workers: int, cpus: int | None = None) -> int:
+    """torch threads per worker: this machine's cores shared out, at least one each."""
+    return max(1, (cpus or os.cpu_count() or 1) // workers)
 
 
 def import_ray() -> Any:

@@ -46,6 +46,16 @@ def positive_int_or_all(text: str) -> int | None:
         raise argparse.ArgumentTypeError(f"expected an integer or 'all', got {text!r}") from None
 
 
+def int_or_auto(text: str) -> int | None:
+    """An integer, or None for 'auto'."""
+    if text == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {text!r}") from None
+
+
 def finite_float(text: str) -> float:
     """A finite number: ``nan`` and ``inf``, which ``float`` takes, are refused."""
     try:

@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audit.cli.logs import configure_logging
-from audit.cli.parsing import Parser, add_verbosity, finite_float, path_arg, positive_int_or_all
+from audit.cli.parsing import (
+    Parser,
+    add_verbosity,
+    finite_float,
+    int_or_auto,
+    path_arg,
+    positive_int_or_all,
+)
 from audit.cli.tune_flags import add_tune_flags
 
 SUBCOMMANDS = ("epsilon", "audit", "report", "check")
@@ -164,6 +171,15 @@ def build_run_parser() -> argparse.ArgumentParser:
         choices=["local", "ray"],
         help="local: one cell after another in this process (default); ray: each cell is a Ray "
         "task (pip install -e '.[ray]'); the driver alone writes cells and runs.csv",
+    )
+    ex.add_argument(
+        "--workers",
+        type=int_or_auto,
+        default=None,
+        metavar="N",
+        help="local: cells computed at a time, each in its own process with a share of the "
+        "cores (auto, the default: 1 on the CPU; on a GPU up to 8 side by side, as cores and "
+        "free memory allow: one cell's small kernels leave the GPU idle most of its time)",
     )
     ex.add_argument(
         "--ray-address",
@@ -332,6 +348,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         precision=args.precision,
         tune=args.tune,
         tune_seed=args.tune_seed,
+        workers=args.workers,
     )
 
 

@@ -13,6 +13,7 @@ precision other than the directory's is refused likewise, before any work.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -109,4 +110,33 @@ def _vae_probe(config: SweepConfig, dataset: Dataset, device: str):  # -> the pr
         lr=profile.lr,
         beta=profile.beta,
         device=device,
+    )
+
+
+#: ``--workers auto`` on a GPU: at most this many cells side by side, one per two CPU cores
+#: and per :data:`GIB_PER_GPU_WORKER` of free GPU memory (a CUDA context and a cell's models).
+MAX_GPU_WORKERS = 8
+GIB_PER_GPU_WORKER = 4
+
+
+def resolve_workers(
+    requested: int | None, device: str, *, cpus: int | None = None, free_gib: float | None = None
+) -> tuple[int, str]:
+    """How many cells run at a time, and the line that says why. ``requested``: ``--workers``
+    (None: auto). Auto is 1 on the CPU (a cell already uses every core) and, on a GPU, as many
+    as :data:`MAX_GPU_WORKERS`, the cores (two each) and the free memory allow: a cell's small
+    kernels leave the GPU idle most of its time, so cells side by side fill it."""
+    if requested is not None:
+        return requested, f"workers: {requested} (--workers {requested})"
+    if torch.device(device).type != "cuda":
+        return 1, "workers: 1 (auto: on the CPU one cell at a time uses every core)"
+    cpus = cpus or os.cpu_count() or 1
+    if free_gib is None:
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        free_gib = free / 2**30
+    by_memory = int(free_gib // GIB_PER_GPU_WORKER)
+    workers = max(1, min(MAX_GPU_WORKERS, cpus // 2, by_memory))
+    return workers, (
+        f"workers: {workers} (auto: cells side by side on {device}; at most "
+        f"{MAX_GPU_WORKERS}, {cpus} CPU cores / 2, {free_gib:.0f} GiB free / {GIB_PER_GPU_WORKER})"
     )

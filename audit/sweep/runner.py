@@ -14,9 +14,9 @@ import pandas as pd
 from audit import results
 from audit.config import ExecutorName, SweepConfig
 from audit.datasets import check_data_home, dataset_split, load_dataset
-from audit.executors import CellFailed, make_executor
+from audit.executors import CellFailed, ProcessExecutor, make_executor, pool_threads
 from audit.results import CELLS_DIR, RUNS_CSV
-from audit.sweep.device_choice import resolve_sweep
+from audit.sweep.device_choice import resolve_sweep, resolve_workers
 from audit.sweep.jobs import (
     CellComputed,
     SweepIncomplete,
@@ -103,10 +103,12 @@ def run_sweep(
     sweep into the same directory waits for it and then reuses it. ``command``: the command line
     that started the sweep, recorded in each new cell's metadata.
 
-    With ``config.executor`` ray, each pending cell is one Ray task (:mod:`audit.executors`);
-    the driver alone writes cells and ``runs.csv``. A cell whose task died is not recorded, the
-    others are, and :class:`SweepIncomplete` names the missing ones at the end. ``cell_fn``
-    replaces :func:`compute_cell` (tests only: e.g. a worker that dies on its first attempt).
+    With ``config.executor`` ray, each pending cell is one Ray task (:mod:`audit.executors`),
+    and with more than one local worker (``config.workers``; auto: several on a GPU) one task of
+    a process pool; the driver alone writes cells and ``runs.csv``. A cell whose task died is
+    not recorded, the others are, and :class:`SweepIncomplete` names the missing ones at the
+    end. ``cell_fn`` replaces :func:`compute_cell` (tests only: e.g. a worker that dies on its
+    first attempt).
 
     A device or precision of ``auto`` is resolved once, after these checks and before any cell
     is built (:func:`audit.sweep.device_choice.resolve_sweep`); ``announce`` gets one line for
@@ -129,6 +131,11 @@ def run_sweep(
     config, choices = resolve_sweep(config, dataset, out)  # no cell ever holds "auto"
     for line in choices.lines():
         announce(line)
+    if executor is None:
+        workers, why = resolve_workers(config.workers, config.device)
+        announce(why)
+        if workers > 1:
+            executor = ProcessExecutor(workers, pool_threads(workers))
     pairs = build_cells(config, data_sha256=dataset.content_hash)
     version = code_version()
     failed: list[CellFailed] = []

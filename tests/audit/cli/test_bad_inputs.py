@@ -210,6 +210,16 @@ CASES: dict[str, dict[str, tuple]] = {
         "sweep gen-records 1": (SWEEP + " --gen-records 1", "gen-records must be an integer >= 2"),
         "sweep reference-models -1": (SWEEP + " --reference-models -1", "must be an integer >= 0"),
         "sweep seeds -1": (SWEEP + " --seeds -1", "seed"),
+        "sweep workers 0": (SWEEP + " --workers 0", "--workers must be between 1 and 64"),
+        "sweep workers 65": (SWEEP + " --workers 65", "(or auto), got 65"),
+        "sweep workers text": (
+            SWEEP + " --workers many",
+            "expected an integer or 'auto', got 'many'",
+        ),
+        "sweep workers ray": (
+            SWEEP + " --workers 2 --executor ray",
+            "--workers applies to --executor local only",
+        ),
         "sweep tune 0": (SWEEP + " --tune 0", "--tune must be a positive integer (trials), got 0"),
         "sweep tune -2": (
             SWEEP + " --tune -2",

@@ -1,0 +1,140 @@
+"""Cells side by side in processes (``--workers N``): the same rows as one after another, and a
+cell whose process dies or raises is not recorded, loses no other cell's work and is rerun."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from audit import results
+from audit.config import SweepConfig
+from audit.executors import CellFailed, ProcessExecutor, pool_threads
+from audit.profiles import PROFILES, ProfileName
+from audit.sweep.device_choice import MAX_GPU_WORKERS, resolve_workers
+from audit.sweep.jobs import SweepIncomplete, compute_cell
+from audit.sweep.runner import run_sweep
+
+TINY = replace(
+    PROFILES[ProfileName.QUICK],
+    epochs=2,
+    max_train=30,
+    attack_samples=3,
+    classifier_epochs=2,
+    classifier_patience=1,
+    latent_dim=4,
+    gen_records=40,
+)
+
+
+def _config(out: Path, **kw) -> SweepConfig:
+    return SweepConfig(
+        dataset="digits",
+        mechs=("none", "ldp"),
+        profile_name=ProfileName.QUICK,
+        profile=TINY,
+        seeds=(0,),
+        out=out,
+        grid=(10.0, 2.0),
+        progress=False,
+        attacks=("reconstruction",),
+        device="cpu",
+        **kw,
+    )
+
+
+def _comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    return (
+        frame.drop(columns=["wall_s"]).sort_values(list(frame.columns[:6])).reset_index(drop=True)
+    )
+
+
+def test_cells_side_by_side_write_the_same_rows_as_one_after_another(tmp_path):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # each process below runs with one thread (2 cores, 2 workers)
+    try:
+        alone = run_sweep(_config(tmp_path / "alone", workers=1))
+    finally:
+        torch.set_num_threads(threads)
+    side = run_sweep(_config(tmp_path / "side", workers=2))
+    assert (alone.ran, side.ran) == (3, 3) and len(side.rows) == len(alone.rows) > 0
+    pd.testing.assert_frame_equal(_comparable(alone.rows), _comparable(side.rows))
+    again = run_sweep(_config(tmp_path / "side", workers=2))
+    assert (again.ran, again.reused) == (0, 3)  # resumes like one after another
+
+
+def _fails_once(job, dataset, *, threads=None, marker: str):
+    """A cell whose process dies (SIGKILL) on its first attempt at the ldp cell of eps_i 2."""
+    if job.cell.param_value == 2.0 and os.path.exists(marker):
+        os.remove(marker)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return compute_cell(job, dataset, threads=threads)
+
+
+def _planted(job, dataset, *, threads=None):
+    """Job 2 dies (SIGKILL), job 3 raises, the others return their job times ten."""
+    if job == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if job == 3:
+        raise RuntimeError("planted failure")
+    return job * 10
+
+
+def test_a_dead_or_raising_cell_fails_alone(caplog):
+    outcomes = list(ProcessExecutor(workers=4, threads=1).run([1, 2, 3, 4, 5], None, _planted))
+    done = sorted(o for o in outcomes if isinstance(o, int))
+    failed = {o.job: o.error for o in outcomes if isinstance(o, CellFailed)}
+    assert done == [10, 40, 50]  # the cells beside the dead one kept their work
+    assert failed == {2: "its process died (exit code -9)", 3: "RuntimeError('planted failure')"}
+    assert "Traceback" in caplog.text and "planted failure" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_failed_cell_is_not_recorded_and_is_rerun(tmp_path):
+    marker = tmp_path / "fail-once"
+    marker.touch()
+    fn = functools.partial(_fails_once, marker=str(marker))
+    out = tmp_path / "out"
+    with pytest.raises(SweepIncomplete, match="1 cell\\(s\\) did not finish") as info:
+        run_sweep(_config(out, workers=3), cell_fn=fn)
+    assert not marker.exists() and "exit code -9" in str(info.value)
+    assert pd.read_csv(out / "runs.csv").config_hash.nunique() == 2  # the others are kept
+    dead = str(info.value).split(": ", 1)[1].split(" ")[0]
+    assert not results.is_finished(out / "cells" / dead)
+    rerun = run_sweep(_config(out, workers=3))
+    assert (rerun.ran, rerun.reused) == (1, 2)
+
+
+def test_an_interrupted_driver_leaves_no_process_running(tmp_path):
+    executor = ProcessExecutor(workers=2, threads=1)
+    jobs = [1, 2, 3]
+    outcomes = executor.run(jobs, None, _sleeper)
+    first = next(outcomes)  # the quick job; the other two still running
+    assert first == 0
+    children = [p for p, _ in outcomes.gi_frame.f_locals["running"].values()]
+    assert children and all(p.is_alive() for p in children)
+    outcomes.close()  # what Ctrl-C in the driver does to the generator
+    assert not any(p.is_alive() for p in children)
+
+
+def _sleeper(job, dataset, *, threads=None):
+    import time
+
+    time.sleep(0 if job == 1 else 60)
+    return 0
+
+
+def test_workers_auto_fills_a_gpu_and_leaves_the_cpu_to_one_cell():
+    assert resolve_workers(None, "cpu")[0] == 1
+    assert resolve_workers(3, "cpu")[0] == 3
+    assert resolve_workers(None, "cuda", cpus=16, free_gib=79)[0] == MAX_GPU_WORKERS
+    assert resolve_workers(None, "cuda", cpus=6, free_gib=79)[0] == 3  # two cores a cell
+    assert resolve_workers(None, "cuda", cpus=16, free_gib=9)[0] == 2  # 4 GiB a cell
+    assert resolve_workers(None, "cuda", cpus=1, free_gib=1)[0] == 1
+    assert pool_threads(8, cpus=16) == 2 and pool_threads(3, cpus=2) == 1
