@@ -56,12 +56,16 @@ class LocalExecutor:
             yield compute(job, dataset, threads=None)
 
 
-def _cell_process(conn: Any, compute: CellFn, job: Any, dataset: Any, threads: int) -> None:
+def _cell_process(
+    conn: Any, compute: CellFn, job: Any, dataset: Any, threads: int, level: int
+) -> None:
     """A worker process's whole life: one cell, its outcome (or its error) sent back as bytes.
 
     The outcome is pickled here with the plain pickler, so tensors travel as bytes (a CUDA
     tensor is copied), never as shared-memory or CUDA IPC handles this process would have to
-    outlive."""
+    outlive. Its log lines go to stderr at the driver's level, named by process."""
+    fmt = "%(levelname)s %(processName)s %(name)s: %(message)s"
+    logging.basicConfig(level=level, format=fmt, force=True)  # opacus configures it on import
     try:
         payload = ("ok", pickle.dumps(compute(job, dataset, threads=threads), protocol=5))
     except BaseException as exc:  # noqa: BLE001 (the driver logs it; the cell is rerun later)
@@ -92,6 +96,7 @@ class ProcessExecutor:
         from multiprocessing.connection import wait
 
         ctx = multiprocessing.get_context("spawn")
+        level = logging.getLogger().getEffectiveLevel()
         waiting = list(jobs)
         waiting.reverse()  # pop() takes them in order
         running: dict[Any, tuple[Any, Any]] = {}  # the driver's end of a pipe: (process, job)
@@ -103,7 +108,7 @@ class ProcessExecutor:
                     ours, theirs = ctx.Pipe(duplex=False)
                     process = ctx.Process(
                         target=_cell_process,
-                        args=(theirs, compute, job, dataset, self.threads),
+                        args=(theirs, compute, job, dataset, self.threads, level),
                         daemon=True,
                     )
                     process.start()
