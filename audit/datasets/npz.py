@@ -103,10 +103,14 @@ def npz_pixels(x: np.ndarray, where: str) -> np.ndarray:
     if np.issubdtype(x.dtype, np.integer) and not np.issubdtype(x.dtype, np.bool_):
         low, high = int(x.min()), int(x.max())
         if low < 0 or high > 255 or high <= 1:
-            hint = "binary 0/1 images: store them as floats" if high <= 1 else (
-                "more than 8 bits per pixel: scale X to 0..255 (uint8) or to floats in [0, 1]"
-                if low >= 0
-                else "negative pixels: shift and scale X into [0, 1] as floats"
+            hint = (
+                "binary 0/1 images: store them as floats"
+                if high <= 1
+                else (
+                    "more than 8 bits per pixel: scale X to 0..255 (uint8) or to floats in [0, 1]"
+                    if low >= 0
+                    else "negative pixels: shift and scale X into [0, 1] as floats"
+                )
             )
             raise DatasetUnavailable(
                 f"{where}: integer X has min {low} and max {high}; {NPZ_PIXEL_RULE} ({hint})"
