@@ -1,6 +1,6 @@
 """A layer's per-unit gradients for book-keeping clipping (:mod:`models.dp.book_keeping`), held
-as factors or materialised: their squared norms (float32 clipping, as before issue 38) or
-certified bounds on them (float64, :mod:`models.dp.bk_bound`), and the re-weighted sum."""
+as factors or materialised: certified bounds on their squared norms (float64,
+:mod:`models.dp.bk_bound`) and the re-weighted sum, in the arithmetic of the tensors held."""
 
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ from models.dp.bk_conv import ToWeight
 
 
 class LayerGrad:
-    """One layer's per-unit squared norms (units,) or their certified bounds (float64), and its
+    """One layer's certified bounds on its per-unit squared norms (units,) (float64), and its
     re-weighted sum, on demand."""
 
-    def sq_norms(self) -> torch.Tensor:
-        raise NotImplementedError
+    dtype: torch.dtype  # the arithmetic of the re-weighted sum (float32 or float64)
 
     def bound_sq(self) -> torch.Tensor:
         raise NotImplementedError
@@ -31,15 +30,13 @@ class MaterialisedLayer(LayerGrad):
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, to_weight: ToWeight):
         self.weight, self.bias, self.to_weight = weight, bias, to_weight
-
-    def sq_norms(self):
-        sq = self.weight.flatten(1).pow(2).sum(1)
-        return sq if self.bias is None else sq + self.bias.pow(2).sum(1)
+        self.dtype = weight.dtype
 
     def bound_sq(self):
         return materialised_bound_sq(self.weight, self.bias)
 
     def weighted(self, factor):
+        factor = factor.to(self.dtype)  # exact: the factors are rounded to the coarsest dtype
         w = (factor @ self.weight.flatten(1)).view(self.weight.shape[1:])
         return self.to_weight(w), None if self.bias is None else factor @ self.bias
 
@@ -49,20 +46,14 @@ class GhostLayer(LayerGrad):
 
     def __init__(self, p: torch.Tensor, q: torch.Tensor, bias, to_weight: ToWeight):
         self.p, self.q, self.bias, self.to_weight = p, q, bias, to_weight
-
-    def sq_norms(self):
-        p, q = self.p, self.q
-        if p.shape[1] == 1:
-            sq = p.pow(2).sum((1, 2)) * q.pow(2).sum((1, 2))
-        else:
-            sq = (p @ p.transpose(1, 2)).mul_(q @ q.transpose(1, 2)).sum((1, 2))
-        return sq if self.bias is None else sq + self.bias.pow(2).sum(1)
+        self.dtype = torch.promote_types(p.dtype, q.dtype)
 
     def bound_sq(self):
         return ghost_bound_sq(self.p, self.q, self.bias)
 
     def weighted(self, factor):
         x, y = self.p.shape[2], self.q.shape[2]
+        factor = factor.to(self.dtype)  # exact: the factors are rounded to the coarsest dtype
         q = self.q * factor[:, None, None]
         w = q.reshape(-1, y).T @ self.p.reshape(-1, x)
         return self.to_weight(w), None if self.bias is None else factor @ self.bias

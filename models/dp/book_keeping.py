@@ -19,10 +19,13 @@ Each layer gets the per-record squared norm ||G_i||^2 by the cheaper of two exac
 chosen per layer from its sizes: materialising G_i (one batched product, or on the CPU for large
 convolutions one weight-gradient convolution per record) or the ghost norm
 ||G_i||^2 = sum_{r,r'} (P_i P_i^T)_{rr'} (Q_i Q_i^T)_{rr'} (n R^2 (X + Y); for R = 1 simply
-||P_i||^2 ||Q_i||^2). The clip factors c_i = min(1, C / (||G_i|| + 1e-6)) over all layers then
-re-weight Q, and the clipped sum sum_i c_i G_i is one product (c Q)^T P per ghost layer, or the
-contraction of the materialised G_i. Cost: a forward, an input-only backward, and about one
-weight-gradient product per layer, against a forward and a full backward for a non-private step.
+||P_i||^2 ||Q_i||^2), and from it a certified bound B_i >= ||what record i adds to the sum||
+(:mod:`models.dp.bk_bound`: the norm plus the rounding errors of the tensors' own arithmetic,
+float32 or float64). The clip factors c_i = min(1, C (1 - 4u) / (B_i + 1e-6)) over all layers
+then re-weight Q, and the clipped sum sum_i c_i G_i is one product (c Q)^T P per ghost layer, or
+the contraction of the materialised G_i: no record adds more than C, in any precision. Cost: a
+forward, an input-only backward, and about one weight-gradient product per layer, against a
+forward and a full backward for a non-private step.
 
 With ``groups`` (PriVAE's partitions) the units are groups of records: each group's gradient
 sum_{i in j} G_i is formed directly (one product over the group's rows) and clipped.
@@ -38,7 +41,7 @@ import torch
 from torch import nn
 
 from dpvae_core.precision import Precision, mixed_precision, parse_precision, upcast
-from models.dp.bk_bound import certified_factors
+from models.dp.bk_bound import certified_factors, unit_roundoff
 from models.dp.bk_conv import (
     ToWeight,
     per_record_loop,
@@ -143,11 +146,11 @@ class BookKeepingGradients:
     ``groups``, on its own group's records only: then dL/ds restricted to a record's rows is
     that record's (group's) own gradient signal.
 
-    ``precision="bf16"`` runs the forward and backward passes under bf16 autocast and clips on
-    certified bounds (:mod:`models.dp.bk_bound`): the layers' inputs and output gradients are
-    upcast to float32 once, and the norms and the clipped sum are both computed from those
-    tensors; ``ClippedSum.norms`` are then the bounds B_i. float32 (the default) computes as
-    before.
+    Every precision clips on certified bounds (:mod:`models.dp.bk_bound`) computed from the
+    tensors the clipped sum reads; ``ClippedSum.norms`` are the bounds B_i, in the sum's dtype.
+    ``precision="bf16"`` runs the forward and backward passes under bf16 autocast, and the
+    layers' inputs and output gradients are upcast to float32 once; float32 (the default) runs
+    the model's own dtype (float32, or float64 for a float64 model).
 
     Raises:
         ValueError: when a parameter in ``params`` is not owned by a supported layer, or
@@ -216,9 +219,10 @@ class BookKeepingGradients:
         groups: torch.Tensor | None = None,
         num_groups: int = 0,
     ) -> ClippedSum:
-        """``models.dp.ClippedSum``: sum_u min(1, C / (||g_u|| + 1e-6)) g_u over units u
-        (records, or the ``num_groups`` groups given by ``groups`` (n,) int64), the unclipped
-        norms (units,) and the losses (detached)."""
+        """``models.dp.ClippedSum``: sum_u min(1, C (1 - 4u) / (B_u + 1e-6)) g_u over units u
+        (records, or the ``num_groups`` groups given by ``groups`` (n,) int64), B_u >= ||g_u||
+        certified (:mod:`models.dp.bk_bound`); the bounds B_u (units,) and the losses
+        (detached)."""
         n = len(inputs[0])
         units = n if groups is None else num_groups
         if n == 0 or units == 0:
@@ -249,15 +253,15 @@ class BookKeepingGradients:
                 for g, s in zip(gs, calls[m].outputs, strict=True)
             ]
             per_layer[m] = _layer_grad(m, _upcast(calls[m]), gs, groups, units, self.route)
-        if self.precision is Precision.FLOAT32:
-            sq = values.new_zeros(units)
-            for layer in per_layer.values():
-                sq = sq + layer.sq_norms().to(sq.dtype)
-            norms = sq.sqrt()
-            factor = (clip_norm / (norms + CLIP_EPS)).clamp(max=1.0)
-        else:
-            bound_sq = sum(layer.bound_sq() for layer in per_layer.values())
-            factor, norms = certified_factors(bound_sq, clip_norm, CLIP_EPS)
+        # every precision clips on certified bounds of what each unit adds (models.dp.bk_bound),
+        # its factors rounded to the coarsest arithmetic the sum runs in
+        dtype = max((layer.dtype for layer in per_layer.values()), key=unit_roundoff, default=None)
+        bound_sq = values.new_zeros(units, dtype=torch.float64)
+        for layer in per_layer.values():
+            bound_sq = bound_sq + layer.bound_sq()
+        factor, norms = certified_factors(
+            bound_sq, clip_norm, CLIP_EPS, dtype=dtype or values.dtype, layers=len(per_layer)
+        )
         summed: dict[int, torch.Tensor] = {}
         for m, layer in per_layer.items():
             weight, bias = layer.weighted(factor)

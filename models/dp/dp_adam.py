@@ -225,10 +225,10 @@ def train_dp_vae(
     ``(sum_i clip_C(g_i) + N(0, (z C)^2 I)) / B`` (plus the batch term's release, if any) before
     ``torch.optim.Adam.step``. Sampling and reparameterisation noise come from a generator
     seeded with ``settings.seed``; the Gaussian noise from one seeded with ``dp.noise_seed``.
-    With ``settings.precision`` bf16 and book-keeping the per-example gradients' forward and
-    backward passes run under bf16 autocast and the clipping on certified bounds (the norms,
-    clip factors, sum and noise in IEEE float32: :mod:`models.dp.bk_bound`); otherwise all in
-    float32, as before.
+    Book-keeping clips on certified bounds in every precision (:mod:`models.dp.bk_bound`). With
+    ``settings.precision`` bf16 and book-keeping the per-example gradients' forward and backward
+    passes run under bf16 autocast (the bounds, clip factors, sum and noise in IEEE float32);
+    otherwise all in float32.
 
     Notes:
         The number of steps is ``ceil(epochs * N / B)``, the schedule the accountant

@@ -1,12 +1,15 @@
-"""DP-Adam's per-example gradients in bf16 (models.dp.bk_bound): on inputs built to make
-low-precision norms err, no record adds more than C to the clipped sum, recomputed in float64
-from the float32 vectors the sum actually adds; a planted bug (norms from bf16 values while the
-sum uses the float32 ones) fails the same check."""
+"""Book-keeping clipping's certified bounds (models.dp.bk_bound), in every precision: on inputs
+built to make norms err, no record adds more than C to the clipped sum, recomputed from the
+tensors the sum actually adds (float32 ones in float64 with its own error bound, float64 ones
+exactly in rational arithmetic); planted bugs (norms from bf16 copies of the factors, the old
+float32 norms trusted as they come) fail the same check."""
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -96,17 +99,15 @@ def adversarial_batch(clip: float, seed: int = 0) -> tuple[torch.Tensor, ...]:
     return a_lin, a_img.bfloat16(), a_half.bfloat16(), a_vec, t_lin, t_img, t_up, t_vec
 
 
-def record_additions(
-    model, inputs, clip, route, *, at_c: bool = True, groups: torch.Tensor | None = None
-) -> tuple[torch.Tensor, ...]:
-    """(an upper bound on ||what each record adds to the clipped sum||: its float64
-    recomputation plus that recomputation's own error bound; the clip factors; the engine's
-    norms). The additions are recomputed from the float32 tensors the sum reads: the scaled Q
-    and P of ghost layers (sum_r q_r p_r^T, products of float32 numbers exact in float64, sums
-    of R terms within gamma64(R) S), c_i G_i of materialised ones (exact in float64); squares
-    and the sum over m coordinates add a relative gamma64(m + 2)."""
+def clipped_run(
+    model, inputs, clip, route, *, precision="bf16", at_c=True, groups=None
+) -> tuple[list[bk_layers.LayerGrad], torch.Tensor, torch.Tensor]:
+    """(the layers the engine summed, the clip factors it scaled them by, its norms B_i) of one
+    clipped sum. With ``at_c``, records 12-15 are first scaled to B_i = C (1 + 1e-7 k), k in
+    -2..1, by the engine's own bounds."""
     seen: list[tuple[bk_layers.LayerGrad, list[torch.Tensor]]] = []
     original = bk._layer_grad
+    passes = torch.bfloat16 if precision == "bf16" else inputs[0].dtype
 
     def spy(m, calls, *args, **kwargs):
         layer = original(m, calls, *args, **kwargs)
@@ -118,11 +119,11 @@ def record_additions(
             return weighted(factor)
 
         layer.weighted = record
-        assert all(s.dtype == torch.bfloat16 for s in calls.outputs)  # the passes ran in bf16
+        assert all(s.dtype == passes for s in calls.outputs)  # the passes ran in this dtype
         seen.append((layer, factors))
         return layer
 
-    engine = bk.BookKeepingGradients(model, route=route, precision="bf16")
+    engine = bk.BookKeepingGradients(model, route=route, precision=precision)
     bk._layer_grad = spy
     try:
         if at_c:  # records 12-15 scaled to a norm of C (1 + 1e-7 k) by the engine's own norms
@@ -131,19 +132,30 @@ def record_additions(
             scale = clip * (1 + 1e-7 * torch.arange(-2, 2, dtype=torch.float64)) / first[12:]
             for k in (4, 5, 6, 7):  # the output gradients of records 12-15
                 inputs[k] = inputs[k].clone()
-                inputs[k][12:] *= scale.float().view(-1, *[1] * (inputs[k].dim() - 1))
+                shape = (-1, *[1] * (inputs[k].dim() - 1))
+                inputs[k][12:] *= scale.to(inputs[k].dtype).view(shape)
             seen.clear()
         units = {} if groups is None else {"groups": groups, "num_groups": int(groups.max()) + 1}
         out = engine.clipped_sum(*inputs, clip_norm=clip, **units)
     finally:
         bk._layer_grad = original
         engine.close()
-    factor32 = seen[0][1][0]
+    return [layer for layer, _ in seen], seen[0][1][0], out.norms
+
+
+def float32_additions(layers, factor32) -> torch.Tensor:
+    """An upper bound on ||what each unit adds to the clipped sum|| of float32 tensors: its
+    float64 recomputation plus that recomputation's own error bound. The additions are
+    recomputed from the float32 tensors the sum reads: the scaled Q and P of ghost layers
+    (sum_r q_r p_r^T, products of float32 numbers exact in float64, sums of R terms within
+    gamma64(R) S), c_i G_i of materialised ones (exact in float64); squares and the sum over m
+    coordinates add a relative gamma64(m + 2)."""
+    assert factor32.dtype == torch.float32
     factor = factor32.double()
     sq = torch.zeros(len(factor), dtype=torch.float64)
     product_error = torch.zeros_like(sq)
     coordinates = 0
-    for layer, _ in seen:
+    for layer in layers:
         if isinstance(layer, bk_layers.GhostLayer):
             q = (layer.q * factor32[:, None, None]).double()  # as weighted() scales it
             p = layer.p.double()
@@ -157,8 +169,50 @@ def record_additions(
         if layer.bias is not None:
             sq += (factor[:, None] * layer.bias.double()).pow(2).sum(1)
             coordinates += layer.bias.shape[1]
-    added = sq.sqrt() * (1 + gamma64(coordinates + 2)) + product_error
-    return added, factor, out.norms
+    return sq.sqrt() * (1 + gamma64(coordinates + 2)) + product_error
+
+
+def record_additions(model, inputs, clip, route, **kwargs) -> tuple[torch.Tensor, ...]:
+    """(:func:`float32_additions` of a clipped sum of float32 tensors, its clip factors, the
+    engine's norms)."""
+    layers, factor, norms = clipped_run(model, inputs, clip, route, **kwargs)
+    return float32_additions(layers, factor), factor.double(), norms
+
+
+def _exact(t: torch.Tensor) -> tuple[np.ndarray, int]:
+    """A float64 tensor exactly: integers (an object array) times 2**shift."""
+    mantissa, exponent = np.frexp(t.detach().double().numpy())
+    ints = (mantissa * 2.0**53).astype(np.int64).astype(object)  # 53 bits: exact
+    exponent = exponent.astype(np.int64) - 53
+    shift = int(exponent.min())
+    return ints * (2 ** (exponent - shift).astype(object)), shift
+
+
+def exact_squared_additions(layers, factor) -> list[Fraction]:
+    """||what each unit adds to the clipped sum of float64 tensors||^2, exactly: the scaled Q
+    and P of ghost layers (sum_r q_r p_r^T of the float64 tensors weighted() multiplies), c_i G_i
+    of materialised ones, in integer arithmetic."""
+    assert factor.dtype == torch.float64
+    c, c_shift = _exact(factor)
+    total = [Fraction(0)] * len(factor)
+
+    def add(i: int, ints: np.ndarray, shift: int) -> None:
+        total[i] += Fraction(int((ints * ints).sum())) * Fraction(2) ** (2 * shift)
+
+    for layer in layers:
+        if isinstance(layer, bk_layers.GhostLayer):
+            (q, q_shift), (p, p_shift) = _exact(layer.q * factor[:, None, None]), _exact(layer.p)
+            for i in range(len(factor)):
+                add(i, q[i].T @ p[i], q_shift + p_shift)
+        else:
+            g, g_shift = _exact(layer.weight.flatten(1))
+            for i in range(len(factor)):
+                add(i, c[i] * g[i], c_shift + g_shift)
+        if layer.bias is not None:
+            b, b_shift = _exact(layer.bias)
+            for i in range(len(factor)):
+                add(i, c[i] * b[i], c_shift + b_shift)
+    return total
 
 
 @pytest.fixture(scope="module")
@@ -212,56 +266,105 @@ def test_a_planted_bf16_norm_fails_the_check(adversary, monkeypatch):
     assert float(added.max()) > 1.5 * clip
 
 
-def test_float32_ghost_norms_trust_cancellation(adversary):
-    """What docs/mechanisms.md says of the float32 path (unchanged by the bf16 one): its ghost
-    norms are float32 differences, and on records built to cancel they err by more than the
-    remainder, so such a record can add more than C (or a NaN)."""
-    seen: list[tuple[bk_layers.LayerGrad, list[torch.Tensor]]] = []
-    original = bk._layer_grad
-
-    def spy(m, calls, *args, **kwargs):
-        layer = original(m, calls, *args, **kwargs)
-        factors: list[torch.Tensor] = []
-        weighted = layer.weighted
-        layer.weighted = lambda f: factors.append(f) or weighted(f)
-        seen.append((layer, factors))
-        return layer
-
-    inputs = [t.float() for t in adversarial_batch(3.0)]
-    bk._layer_grad = spy
-    try:
-        bk.BookKeepingGradients(adversary, route="ghost").clipped_sum(*inputs, clip_norm=3.0)
-    finally:
-        bk._layer_grad = original
-    factor32 = seen[0][1][0]
-    sq = torch.zeros(len(factor32), dtype=torch.float64)
-    for layer, _ in seen:
-        q = (layer.q * factor32[:, None, None]).double()
-        sq += (q.transpose(1, 2) @ layer.p.double()).pow(2).sum((1, 2))
-        if layer.bias is not None:
-            sq += (factor32.double()[:, None] * layer.bias.double()).pow(2).sum(1)
-    added = sq.sqrt() / 3.0
-    assert float(added[:4].nan_to_num(nan=math.inf).max()) > 1.5  # past C on cancellation
-    assert float(added[4:].max()) < 1 + 1e-4  # at C elsewhere
+def _trusted_norms(p, q, bias):
+    """The planted bug, the clipping of float32 (and float64) models before every precision was
+    certified: ghost norms as differences of Gram matrices in the tensors' own arithmetic,
+    trusted as they come (a NaN where they come out negative)."""
+    if p.shape[1] == 1:
+        sq = p.pow(2).sum((1, 2)) * q.pow(2).sum((1, 2))
+    else:
+        sq = (p @ p.transpose(1, 2)).mul_(q @ q.transpose(1, 2)).sum((1, 2))
+    return (sq if bias is None else sq + bias.pow(2).sum(1)).double()
 
 
-def test_the_conv_vae_in_bf16_adds_at_most_c_per_record():
+def _float_batch(clip: float, dtype: torch.dtype) -> list[torch.Tensor]:
+    return [t.to(dtype) for t in adversarial_batch(clip)]
+
+
+@pytest.mark.parametrize("route", list(bk.Route))
+def test_float32_adds_at_most_c_on_adversarial_records(adversary, route):
+    """A float32 model clips on certified bounds as bf16 does (u = 2^-24)."""
+    clip = 3.0
+    inputs = _float_batch(clip, torch.float32)
+    added, factor, _ = record_additions(adversary, inputs, clip, route, precision="float32")
+    assert bool((added <= clip).all()), f"largest addition {float(added.max()) / clip:.9g} C"
+    assert bool((factor[:12] < 1).all())
+    assert bool((added[12:] > clip * (1 - 5e-3)).all())
+    if route is bk.Route.MATERIALISE:
+        assert bool((added[:12] > clip * (1 - 1e-5)).all())
+    else:
+        assert float(added[3]) < 1e-3 * clip
+
+
+def test_the_trusted_float32_norms_fail_the_check(adversary, monkeypatch):
+    """Before: float32 ghost norms err by more than the remainder of a cancelling record, which
+    then adds more than C (or a NaN); the same check catches it."""
+    monkeypatch.setattr(bk_layers, "ghost_bound_sq", _trusted_norms)
+    clip = 3.0
+    inputs = _float_batch(clip, torch.float32)
+    added, _, _ = record_additions(adversary, inputs, clip, bk.Route.GHOST, precision="float32")
+    assert float(added[:4].nan_to_num(nan=math.inf).max()) > 1.5 * clip  # past C on cancellation
+    assert float(added[4:].max()) < clip * (1 + 1e-4)  # at C elsewhere
+
+
+def _float64_run(route, clip):
+    torch.manual_seed(0)
+    model = Adversary().double()
+    return clipped_run(model, _float_batch(clip, torch.float64), clip, route, precision="float32")
+
+
+@pytest.mark.parametrize("route", list(bk.Route))
+def test_a_float64_model_adds_at_most_c_exactly(route):
+    """A float64 model's sum runs in float64 (u = 2^-53): its factors and bounds are float64, and
+    each record's addition, recomputed exactly, is at most C."""
+    clip = 3.0
+    layers, factor, norms = _float64_run(route, clip)
+    assert factor.dtype == norms.dtype == torch.float64
+    assert all(layer.dtype == torch.float64 for layer in layers)
+    squared = exact_squared_additions(layers, factor)
+    worst = max(squared)
+    assert worst <= Fraction(clip) ** 2, f"largest addition {math.sqrt(worst) / clip:.17g} C"
+    added = torch.tensor([math.sqrt(t) for t in squared], dtype=torch.float64)
+    assert bool((factor[:12] < 1).all())
+    assert bool((added[12:] > clip * (1 - 5e-3)).all())
+    if route is bk.Route.MATERIALISE:
+        assert bool((added[:12] > clip * (1 - 1e-5)).all())
+
+
+def test_the_trusted_float64_norms_fail_the_check(monkeypatch):
+    monkeypatch.setattr(bk_layers, "ghost_bound_sq", _trusted_norms)
+    clip = 3.0
+    layers, factor, _ = _float64_run(bk.Route.GHOST, clip)
+    assert not bool(factor.isnan().any())
+    squared = exact_squared_additions(layers, factor)
+    assert max(squared[:4]) > Fraction(clip * 1.5) ** 2  # past C on cancellation (1.83 C)
+
+
+@pytest.mark.parametrize(("precision", "rtol"), [("bf16", 0.05), ("float32", 2e-3)])
+def test_the_conv_vae_adds_at_most_c_per_record(precision, rtol):
+    """On real records the bounds sit just above the norms (the float32 norms of Opacus's
+    per-sample gradients): bf16's error plus the certified margin, or in float32 the margin
+    alone (0.1 % at most on the VAE's records: the tolerance is twice that)."""
     torch.manual_seed(0)
     vae = ConditionalConvVAE(channels=3, height=16, width=16, num_classes=3, latent_dim=4)
     gen = torch.Generator().manual_seed(2)
     x, y = torch.rand(8, 3, 16, 16, generator=gen), torch.randint(0, 3, (8,), generator=gen)
     noise = torch.randn(8, 4, generator=gen)
     loss = SampleLoss(vae, beta=1.0)
-    reference = PerExampleGradients(loss).clipped_sum(x, y, noise, clip_norm=math.inf)
+    hooks = PerExampleGradients(loss, "hooks")
+    reference = hooks.clipped_sum(x, y, noise, clip_norm=math.inf)
+    hooks.close()
     clip = float(reference.norms.median())  # about half the records clipped
-    added, factor, norms = record_additions(loss, (x, y, noise), clip, bk.Route.AUTO, at_c=False)
+    added, factor, norms = record_additions(
+        loss, (x, y, noise), clip, bk.Route.AUTO, at_c=False, precision=precision
+    )
     assert bool((added <= clip).all()) and bool((factor < 1).any())
-    # the bounds sit just above the float32 norms: bf16's error plus the certified margin
-    torch.testing.assert_close(norms, reference.norms, rtol=0.05, atol=0)
-    assert bool((norms >= reference.norms * (1 - 0.05)).all())
+    torch.testing.assert_close(norms, reference.norms, rtol=rtol, atol=0)
+    if precision == "float32":  # an upper bound of the norm (up to the reference's rounding)
+        assert bool((norms >= reference.norms * (1 - 1e-6)).all())
 
 
-def test_float32_computes_as_before_and_bf16_only_with_book_keeping():
+def test_float32_is_the_default_and_bf16_only_with_book_keeping():
     assert dp_precision("bf16", GradSampleMode.BK) is Precision.BF16
     assert dp_precision("bf16", GradSampleMode.EW) is Precision.FLOAT32
     assert dp_precision("fp16", GradSampleMode.BK) is Precision.FLOAT32

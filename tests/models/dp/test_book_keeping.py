@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from models.dp import CLIP_EPS, PerExampleGradients, SampleLoss
+from models.dp.bk_bound import U64
 from models.dp.book_keeping import BookKeepingGradients, Route, unsupported_parameters
 from models.lstm_vae import LstmVAE
 from models.vae import ConditionalConvVAE
@@ -50,10 +51,18 @@ def loop_grads(module: nn.Module, *inputs: torch.Tensor) -> list[torch.Tensor]:
     ]
 
 
-def clipped(grads: list[torch.Tensor], clip: float) -> tuple[list[torch.Tensor], torch.Tensor]:
+def clipped(
+    grads: list[torch.Tensor], clip: float, bounds: torch.Tensor | None = None
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """(the clipped sum, the norms) of per-unit gradients (float64): clip factors from the
+    norms, or as the engine takes them from its certified bounds B where given,
+    min(1, C (1 - 4u) / (B + 1e-6)) with u = 2^-53."""
     n = grads[0].shape[0]
     norms = torch.cat([g.reshape(n, -1) for g in grads], 1).pow(2).sum(1).sqrt()
-    factor = (clip / (norms + CLIP_EPS)).clamp(max=1.0)
+    if bounds is None:
+        factor = (clip / (norms + CLIP_EPS)).clamp(max=1.0)
+    else:
+        factor = (clip * (1 - 4 * U64) / (bounds + CLIP_EPS)).clamp(max=1.0)
     return [torch.einsum("i,i...->...", factor, g) for g in grads], norms
 
 
@@ -213,7 +222,12 @@ def test_upsampled_convs_match_the_loop(route, channels_last):
     finally:
         bk_clipping._layer_grad = original
     assert halves == {"conv_a": True, "conv_b": True, "conv_c": False, "head": False}
-    torch.testing.assert_close(got.norms, norms, rtol=1e-10, atol=1e-12)
+    # the certified bounds (models.dp.bk_bound) sit above the norms by the ghost route's error
+    # term, about gamma64(X + Y + R^2 + 4) kappa / 2 relative (R up to 192, kappa = S^2 / N^2
+    # about R: 5.5e-11 measured), so the sum is compared given the engine's factors
+    assert bool((got.norms >= norms).all())
+    torch.testing.assert_close(got.norms, norms, rtol=1e-8, atol=0)
+    expected, _ = clipped(grads, clip, got.norms)
     for g, e in zip(got.grads, expected, strict=True):
         torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-12)
 
