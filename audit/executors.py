@@ -56,14 +56,29 @@ class LocalExecutor:
             yield compute(job, dataset, threads=None)
 
 
+def _exit_with_parent(parent: int, period: float = 1.0) -> None:
+    """End this process once its parent (the driver) is gone, even killed with SIGKILL or
+    SIGTERM, which run none of its clean-up: a cell computed for nobody would hold the GPU."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def _cell_process(
-    conn: Any, compute: CellFn, job: Any, dataset: Any, threads: int, level: int
+    conn: Any, compute: CellFn, job: Any, dataset: Any, threads: int, level: int, driver: int
 ) -> None:
     """A worker process's whole life: one cell, its outcome (or its error) sent back as bytes.
 
     The outcome is pickled here with the plain pickler, so tensors travel as bytes (a CUDA
     tensor is copied), never as shared-memory or CUDA IPC handles this process would have to
     outlive. Its log lines go to stderr at the driver's level, named by process."""
+    _exit_with_parent(driver)
     fmt = "%(levelname)s %(processName)s %(name)s: %(message)s"
     logging.basicConfig(level=level, format=fmt, force=True)  # opacus configures it on import
     try:
@@ -108,7 +123,7 @@ class ProcessExecutor:
                     ours, theirs = ctx.Pipe(duplex=False)
                     process = ctx.Process(
                         target=_cell_process,
-                        args=(theirs, compute, job, dataset, self.threads, level),
+                        args=(theirs, compute, job, dataset, self.threads, level, os.getpid()),
                         daemon=True,
                     )
                     process.start()

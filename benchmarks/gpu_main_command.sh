@@ -10,8 +10,11 @@
 #    step runs with the ensemble switched off (models.ensemble.ENSEMBLE_DEVICE_TYPES emptied);
 # 2. the quick main command, `--dataset lfw20 --mech cdp --profile quick --seeds 0`, all defaults
 #    (--device auto, --precision auto, --workers auto), its wall time (goal: 4 minutes);
-# 3. the standard profile's none and z = 1 cells, side by side (goal: 4 minutes each), in the
-#    time left (BUDGET seconds in all, default 560).
+# 3. the same with seeds 0 1 2 into the same --out (seed 0's cells reused): the rows of seeds 0-2
+#    to hold against results/lfw20-quick-main-runs.csv.gz (before the speed work; issues 38, 39);
+# 4. the standard profile's none and z = 1 cells, side by side (goal: 4 minutes each), if time is
+#    left (BUDGET seconds in all, default 560). Each step is stopped with SIGINT at its limit (the
+#    sweep keeps its finished cells).
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-main}
 LOGS=/tmp/gpu-logs  # tarred into $OUT at the end (a call brings back 8 files at most)
@@ -31,7 +34,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 $PY -c "import torch, opacus; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'opacus', opacus.__version__)"
 ENSEMBLE=on
 sweep() {  # sweep ARGS...: benchmark.py, with the ensemble switched off where ENSEMBLE=off
-    $PY - "$ENSEMBLE" "$@" <<'PYEOF'
+    exec $PY - "$ENSEMBLE" "$@" <<'PYEOF'
 import runpy
 import sys
 
@@ -48,7 +51,7 @@ timed() {  # timed NAME LIMIT ARGS...: one sweep under a time limit, its wall ti
     local name=$1 limit=$2
     shift 2
     local start=$(date +%s%N)
-    timeout "$limit" bash -c "$(declare -f sweep); PY=$PY ENSEMBLE=$ENSEMBLE sweep \"\$@\"" _ "$@" \
+    timeout -s INT -k 20 "$limit" bash -c "$(declare -f sweep); PY=$PY ENSEMBLE=$ENSEMBLE sweep \"\$@\"" _ "$@" \
         > "$LOGS/$name.log" 2>&1
     local rc=$?
     echo "$name: rc $rc, $(( ($(date +%s%N) - start) / 1000000 )) ms (limit ${limit} s, ensemble $ENSEMBLE)" \
@@ -64,10 +67,12 @@ if ! timed smoke 120 --dataset digits --mech cdp --grid 1 --profile quick --epoc
     timed smoke-no-ensemble 120 --dataset digits --mech cdp --grid 1 --profile quick --epochs 2 \
         --seeds 0 --no-report --no-progress --workers 2 --out "$RUNS/smoke2" || tail -20 "$LOGS/smoke-no-ensemble.log"
 fi
-timed quick-main $(( $(left) > 330 ? 330 : $(left) )) --dataset lfw20 --data-home "$DATA" --mech cdp \
-    --profile quick --seeds 0 --no-progress -v --out "$RUNS/quick"
-[ "$(left)" -gt 45 ] && timed standard-none-z1 $(( $(left) - 15 )) --dataset lfw20 --data-home "$DATA" --mech cdp --grid 1 \
-    --profile standard --seeds 0 --no-progress --no-report -v --out "$RUNS/standard"
+timed quick-seed0 $(( $(left) > 330 ? 330 : $(left) )) --dataset lfw20 --data-home "$DATA" \
+    --mech cdp --profile quick --seeds 0 --no-progress -v --out "$RUNS/quick"
+[ "$(left)" -gt 60 ] && timed quick-seeds012 $(( $(left) - 10 )) --dataset lfw20 \
+    --data-home "$DATA" --mech cdp --profile quick --seeds 0 1 2 --no-progress -v --out "$RUNS/quick"
+[ "$(left)" -gt 60 ] && timed standard-none-z1 $(( $(left) - 10 )) --dataset lfw20 --data-home "$DATA" \
+    --mech cdp --grid 1 --profile standard --seeds 0 --no-progress --no-report -v --out "$RUNS/standard"
 for run in quick standard; do
     [ -f "$RUNS/$run/runs.csv" ] && cp "$RUNS/$run/runs.csv" "$OUT/$run-runs.csv"
 done

@@ -138,3 +138,56 @@ def test_workers_auto_fills_a_gpu_and_leaves_the_cpu_to_one_cell():
     assert resolve_workers(None, "cuda", cpus=16, free_gib=9)[0] == 2  # 4 GiB a cell
     assert resolve_workers(None, "cuda", cpus=1, free_gib=1)[0] == 1
     assert pool_threads(8, cpus=16) == 2 and pool_threads(3, cpus=2) == 1
+
+
+DRIVER = """
+import sys, time
+sys.path.insert(0, {root!r})
+from audit.executors import ProcessExecutor
+from tests.audit.test_process_executor import _sleeper
+outcomes = ProcessExecutor(workers=2, threads=1).run([2, 3], None, _sleeper)
+next(outcomes)
+"""
+
+
+def _pids_of_children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
+def test_cells_end_when_their_driver_is_killed():
+    import subprocess
+    import sys
+    import time
+
+    root = str(Path(__file__).resolve().parents[2])
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER.format(root=root)])
+    deadline = time.monotonic() + 60
+    children: list[int] = []
+    while len(children) < 2 and time.monotonic() < deadline:  # both cells started
+        time.sleep(0.5)
+        children = [c for c in _pids_of_children(driver.pid) if _is_python(c)]
+    assert len(children) == 2
+    time.sleep(3)  # the cells' processes have imported and are computing
+    driver.kill()  # SIGKILL: the driver runs no clean-up at all
+    driver.wait()
+    deadline = time.monotonic() + 15
+    while any(_alive(c) for c in children) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(_alive(c) for c in children)
+
+
+def _is_python(pid: int) -> bool:
+    try:
+        return "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0]
+    except OSError:
+        return False
+    return state != "Z"
