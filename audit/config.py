@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
@@ -34,6 +34,21 @@ CACHE_SCHEMA = 4
 #: 3). :attr:`CellConfig.training_key` digests the identity with it, whatever the schema now, so a
 #: new schema redraws no training (as :attr:`CellConfig.noise_key` redraws no noise).
 TRAINING_DRAWS_SCHEMA = 3
+
+
+#: {mechanism name: the arithmetic its training's DP per-example gradients run in for a cell of a
+#: given precision}, declared by the registry as it registers each mechanism
+#: (:meth:`audit.mechanisms.mechanism.Mechanism.dp_arithmetic`; this module sits below it).
+_DP_ARITHMETIC: dict[str, Callable[[str], str]] = {}
+
+
+def declare_dp_arithmetic(mech: str, arithmetic: Callable[[str], str] | None) -> None:
+    """Record (or with None, forget) how a registered mechanism's DP per-example gradients
+    follow a cell's precision (:attr:`CellConfig.dp_precision`)."""
+    if arithmetic is None:
+        _DP_ARITHMETIC.pop(mech, None)
+    else:
+        _DP_ARITHMETIC[mech] = arithmetic
 
 
 #: The most cells ``--workers`` runs at a time on one machine.
@@ -171,6 +186,8 @@ class CellConfig:
         body.update(_set_fields(self, skip={*IDENTITY_FIELDS, "mech_options", "untuned"}))
         if "attacks" in body:
             body["attacks"] = list(self.attacks)
+        if self.dp_precision is not None:
+            body["dp_precision"] = self.dp_precision
         return body
 
     def canonical(self) -> dict[str, Any]:
@@ -200,6 +217,25 @@ class CellConfig:
         """The arithmetic of the cell's non-private computations (:mod:`dpvae_core.precision`):
         the ``precision`` run option, float32 where unset."""
         return str(self.option("precision", "float32"))
+
+    @property
+    def dp_precision(self) -> str | None:
+        """The arithmetic of the cell's DP per-example gradients where that is not float32
+        (DP-Adam's book-keeping in a bf16 cell: :func:`models.dp.engine.dp_precision`), else
+        None. Part of the identity, so that such a cell shares no hash (nor reference models,
+        nor tuning) with those cached before c2c07a8, which ran DP-Adam in float32 under the
+        same config; float32 cells, and the mechanisms whose DP stays float32, keep theirs.
+        The draws stay the float32 twin's (:attr:`draws`). A mixed-precision cell's mechanism
+        must be registered (:mod:`audit.mechanisms` imported)."""
+        if self.precision == "float32":
+            return None
+        if self.mech not in _DP_ARITHMETIC:
+            raise ValueError(
+                f"mechanism {self.mech!r} is not registered: a {self.precision} cell's identity "
+                "needs its DP arithmetic (import audit.mechanisms first)"
+            )
+        arithmetic = _DP_ARITHMETIC[self.mech](self.precision)
+        return None if arithmetic == "float32" else arithmetic
 
     @property
     def draws(self) -> CellConfig:

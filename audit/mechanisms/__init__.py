@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from audit.config import RUN_OPTIONS, CellConfig, check_cache_schema
+from audit.config import RUN_OPTIONS, CellConfig, check_cache_schema, declare_dp_arithmetic
 from audit.mechanisms.cdp import CentralDP
 from audit.mechanisms.cdp_termwise import TermwiseDP
 from audit.mechanisms.dp2vae import Dp2Vae
@@ -40,6 +40,7 @@ def register(mechanism: Mechanism) -> Mechanism:
             f"a mechanism named {name!r} is already registered ({type(_REGISTRY[name]).__name__})"
         )
     _REGISTRY[name] = mechanism
+    declare_dp_arithmetic(name, mechanism.dp_arithmetic)
     return mechanism
 
 
@@ -50,6 +51,7 @@ def unregister(name: str) -> None:
     if name == BASELINE:
         raise ValueError(f"the baseline {BASELINE!r} cannot be unregistered")
     del _REGISTRY[name]
+    declare_dp_arithmetic(name, None)
 
 
 def get_mechanism(name: str) -> Mechanism:

@@ -46,6 +46,7 @@ from dpvae_core.seeding import Purpose, derive_seed
 from dpvae_core.validation import check_batch
 from models.dp import (
     DEFAULT_CLIP_NORM,
+    DEFAULT_GRAD_SAMPLE_MODE,
     MEDIAN_WARMUP_EPOCHS,
     DPRun,
     DPSettings,
@@ -54,6 +55,7 @@ from models.dp import (
     microbatch_notes,
     train_dp_vae,
 )
+from models.dp.engine import dp_precision
 from models.training import TrainHistory, VAETrainSettings
 from models.vae import ConditionalConvVAE
 
@@ -169,6 +171,11 @@ class CentralDP(Mechanism):
     options_type = CdpOptions
     accounting_type = CdpEpsilonParams
     per_example_gradients = True
+
+    def dp_arithmetic(self, precision: str) -> str:
+        """DP-Adam by book-keeping runs its per-example gradients in bf16 in a bf16 cell (since
+        c2c07a8; :func:`models.dp.engine.dp_precision`), float32 otherwise."""
+        return dp_precision(precision, DEFAULT_GRAD_SAMPLE_MODE).value
 
     def _check_options(
         self, options: CdpOptions, *, batch_size: int, data: DataFacts | None

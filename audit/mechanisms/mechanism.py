@@ -192,6 +192,12 @@ class Mechanism(ABC):
                 f"accounting and noise are computed without overflow), got {value!r}"
             )
 
+    def dp_arithmetic(self, precision: str) -> str:
+        """The arithmetic ``train``'s DP per-example gradients run in for a cell of ``precision``
+        (float32: none, or those that stay float32 under every flag). A cell whose value is not
+        float32 holds it in its identity (:attr:`audit.config.CellConfig.dp_precision`)."""
+        return "float32"
+
     def default_grid_for(self, modality: str) -> tuple[float, ...]:
         """The default grid for records of ``modality`` (by default the same for all)."""
         return self.default_grid

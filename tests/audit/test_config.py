@@ -98,6 +98,53 @@ def test_a_cells_hash_is_pinned_under_its_cache_schema():
     assert cell_from_canonical(canonical).canonical() == canonical  # read back, same identity
 
 
+#: Mixed-precision cells' hashes at fe194d2, before a cell's identity said in which arithmetic its
+#: DP-Adam ran: (mech, param_name, param_value, precision) -> hash. The bf16 DP-Adam cells then
+#: shared their hash with the bf16 cells cached before c2c07a8, which ran DP-Adam in float32.
+BEFORE_DP_PRECISION = {
+    ("cdp", "noise_multiplier", 1.0, "bf16"): "46764d3d363e7c75",
+    ("cdp-termwise", "noise_multiplier", 1.0, "bf16"): "3087182feb83eb50",
+    ("cdp", "noise_multiplier", 1.0, "fp16"): "1b258fae391301ca",  # DP-Adam in float32
+    ("none", "none", None, "bf16"): "87db0ff5e4b320ef",
+    ("dp2vae", "noise_multiplier", 1.0, "bf16"): "e3450d1508d90368",  # DP2-VAE stays float32
+}
+#: The float32 twin of the cdp cells above (also pinned at fe194d2).
+FLOAT32_CDP = "7f868b402adc9bc6"
+#: The bf16 DP-Adam cells' hashes with ``dp_precision`` in their identity.
+WITH_DP_PRECISION = {"cdp": "c9e4d021cc829e1d", "cdp-termwise": "ee6806ce6333d18a"}
+
+
+@pytest.mark.parametrize(("key", "before"), list(BEFORE_DP_PRECISION.items()))
+def test_a_bf16_dp_adam_cell_says_so_and_only_it_changes_hash(key, before):
+    """A bf16 cell whose DP-Adam runs book-keeping in bf16 holds ``dp_precision`` in its
+    identity, so it never takes the hash (or the cached models) of a cell from before that ran
+    DP-Adam in float32; every other cell, float32 ones included, keeps its hash, and the draws
+    (noise and training keys) stay the float32 twin's."""
+    mech, param_name, param_value, precision = key
+    run = {"profile_name": "quick", "data_sha256": "d" * 64}
+    cell = make_cell(
+        "digits", mech, param_name, param_value, 0, QUICK, {**run, "precision": precision}
+    )
+    twin = make_cell("digits", mech, param_name, param_value, 0, QUICK, run)
+    dp_in_bf16 = mech.startswith("cdp") and precision == "bf16"
+    assert cell.dp_precision == ("bf16" if dp_in_bf16 else None)
+    assert ("dp_precision" in cell.canonical()) is dp_in_bf16
+    assert (cell.config_hash != before) is dp_in_bf16
+    assert cell.config_hash == (WITH_DP_PRECISION[mech] if dp_in_bf16 else before)
+    assert (cell.noise_key, cell.training_key) == (twin.noise_key, twin.training_key)
+    assert cell_from_canonical(cell.canonical()).canonical() == cell.canonical()
+    if mech == "cdp":
+        assert twin.config_hash == FLOAT32_CDP and "dp_precision" not in twin.canonical()
+
+
+def test_a_mixed_precision_cell_of_an_unregistered_mechanism_has_no_identity():
+    cell = CellConfig("digits", "unregistered", "noise_multiplier", 1.0, 0, QUICK)
+    assert cell.config_hash  # float32: no DP arithmetic to ask for
+    bf16 = replace(cell, options=(("precision", "bf16"),))
+    with pytest.raises(ValueError, match="'unregistered' is not registered"):
+        bf16.canonical()
+
+
 @pytest.mark.parametrize("schema", [None, 1, CACHE_SCHEMA + 1])
 def test_a_cell_config_of_another_cache_schema_is_refused_in_one_line(schema):
     run = {"profile_name": "quick"}
