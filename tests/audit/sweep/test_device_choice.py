@@ -113,7 +113,8 @@ def test_the_default_command_prints_and_records_its_choices(tmp_path, monkeypatc
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "device: cpu (auto: no CUDA GPU)"
     assert out[1] == "precision: bf16 (auto: this CPU computes bf16 natively)"
-    assert out[2].startswith("1 cell(s) run, 0 reused")
+    assert out[2] == "workers: 1 (auto: on the CPU one cell at a time uses every core)"
+    assert out[3].startswith("1 cell(s) run, 0 reused")
     cell = next((tmp_path / "cells").iterdir())
     assert io.read_json(cell / "config.json")["config"]["options"]["precision"] == "bf16"
     meta = json.loads((cell / "metadata.json").read_text())

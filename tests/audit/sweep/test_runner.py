@@ -212,7 +212,7 @@ def test_two_concurrent_sweeps_compute_each_cell_once(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], outputs
     for stdout, _ in outputs:  # the choices first, before any cell
         assert stdout.startswith("device: cpu (--device cpu)\nprecision: float32 (--precision ")
-    lines = sorted(stdout.splitlines()[2].split(";")[0] for stdout, _ in outputs)
+    lines = sorted(stdout.splitlines()[3].split(";")[0] for stdout, _ in outputs)
     assert lines == ["0 cell(s) run, 1 reused", "1 cell(s) run, 0 reused"]
     assert not list(out.rglob("*.tmp"))
 
