@@ -18,6 +18,7 @@ import pickle
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from audit.config import ExecutorName, RaySettings
@@ -71,17 +72,25 @@ def _exit_with_parent(parent: int, period: float = 1.0) -> None:
 
 
 def _cell_process(
-    conn: Any, compute: CellFn, job: Any, dataset: Any, threads: int, level: int, driver: int
+    conn: Any, inputs: str, dataset_file: str, threads: int, level: int, driver: int
 ) -> None:
     """A worker process's whole life: one cell, its outcome (or its error) sent back as bytes.
 
-    The outcome is pickled here with the plain pickler, so tensors travel as bytes (a CUDA
-    tensor is copied), never as shared-memory or CUDA IPC handles this process would have to
-    outlive. Its log lines go to stderr at the driver's level, named by process."""
+    It reads its compute function and job (``inputs``) and the dataset (``dataset_file``, written
+    once for all cells) from files the driver wrote: ``spawn`` sends a process's arguments
+    through a pipe that the child reads while it imports what they name, so large arguments
+    would hold the driver until each child had imported torch, starting the cells one after
+    another. The outcome is pickled here with the plain pickler, so tensors travel as bytes (a
+    CUDA tensor is copied), never as shared-memory or CUDA IPC handles this process would have
+    to outlive. Its log lines go to stderr at the driver's level, named by process."""
     _exit_with_parent(driver)
     fmt = "%(levelname)s %(processName)s %(name)s: %(message)s"
     logging.basicConfig(level=level, format=fmt, force=True)  # opacus configures it on import
     try:
+        with open(inputs, "rb") as f:
+            compute, job = pickle.load(f)
+        with open(dataset_file, "rb") as f:
+            dataset = pickle.load(f)
         payload = ("ok", pickle.dumps(compute(job, dataset, threads=threads), protocol=5))
     except BaseException as exc:  # noqa: BLE001 (the driver logs it; the cell is rerun later)
         payload = ("error", f"{exc!r}\n{traceback.format_exc()}")
@@ -108,24 +117,35 @@ class ProcessExecutor:
         self.workers, self.threads = workers, threads
 
     def run(self, jobs: Iterable[Any], dataset: Any, compute: CellFn) -> Iterator[Any | CellFailed]:
+        import shutil
+        import tempfile
         from multiprocessing.connection import wait
 
         ctx = multiprocessing.get_context("spawn")
         level = logging.getLogger().getEffectiveLevel()
-        waiting = list(jobs)
+        waiting = list(enumerate(jobs))
         waiting.reverse()  # pop() takes them in order
         running: dict[Any, tuple[Any, Any]] = {}  # the driver's end of a pipe: (process, job)
         log.info("running %d cell(s), at most %d at a time", len(waiting), self.workers)
+        scratch = Path(tempfile.mkdtemp(prefix="dpvae-cells-"))  # the processes' inputs
         try:
+            dataset_file = scratch / "dataset.pkl"
+            dataset_file.write_bytes(pickle.dumps(dataset, protocol=5))
             while waiting or running:
                 while waiting and len(running) < self.workers:
-                    job = waiting.pop()
+                    index, job = waiting.pop()
+                    inputs = scratch / f"job-{index}.pkl"
+                    inputs.write_bytes(pickle.dumps((compute, job), protocol=5))
                     ours, theirs = ctx.Pipe(duplex=False)
-                    process = ctx.Process(
-                        target=_cell_process,
-                        args=(theirs, compute, job, dataset, self.threads, level, os.getpid()),
-                        daemon=True,
+                    args = (
+                        theirs,
+                        str(inputs),
+                        str(dataset_file),
+                        self.threads,
+                        level,
+                        os.getpid(),
                     )
+                    process = ctx.Process(target=_cell_process, args=args, daemon=True)
                     process.start()
                     theirs.close()  # the child holds its end: EOF here once it is gone
                     running[ours] = (process, job)
@@ -137,6 +157,7 @@ class ProcessExecutor:
                 process.terminate()
             for process, _ in running.values():
                 process.join()
+            shutil.rmtree(scratch, ignore_errors=True)
 
     @staticmethod
     def _outcome(conn: Any, process: Any, job: Any) -> Any:

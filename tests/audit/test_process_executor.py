@@ -191,3 +191,34 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_a_cells_process_gets_small_arguments(monkeypatch):
+    """spawn pipes a process's arguments to it while it imports what they name: large ones
+    (the dataset) would hold the driver until each child had imported torch, so the cells would
+    start one after another. The dataset and the job go through files; the arguments stay under
+    a pipe's buffer (64 KiB), so starting a process never waits for the one before."""
+    import multiprocessing
+    import pickle
+
+    import numpy as np
+
+    sizes: list[int] = []
+    real = multiprocessing.get_context
+
+    class Recording:
+        def __init__(self, ctx):
+            self.ctx = ctx
+
+        def __getattr__(self, name):
+            return getattr(self.ctx, name)
+
+        def Process(self, *, target, args, daemon):  # noqa: N802 (multiprocessing's name)
+            sizes.append(len(pickle.dumps(args[1:])))  # the pipe end (args[0]) is a handle
+            return self.ctx.Process(target=target, args=args, daemon=daemon)
+
+    monkeypatch.setattr(multiprocessing, "get_context", lambda kind: Recording(real(kind)))
+    big = np.zeros(2_000_000, np.float32)  # 8 MB, as a dataset would be
+    outcomes = list(ProcessExecutor(workers=2, threads=1).run([1, 4, 5], big, _planted))
+    assert sorted(outcomes) == [10, 40, 50]
+    assert len(sizes) == 3 and max(sizes) < 65536
