@@ -176,12 +176,14 @@ def draw_curves(ax_acc, ax_mi, table: pd.DataFrame) -> None:  # noqa: ANN001
 
 
 def draw_ablation(ax, ablation: pd.DataFrame, majority: float) -> None:  # noqa: ANN001
-    order = ["baseline", "baseline-cpu", "batch64", "lr-paper", "clip-median", "clip-0.03"]
+    order = ["baseline", "baseline-cpu", "batch64", "lr-paper", "clip-median", "clip-0.03",
+             "microbatch4", "paper-recipe"]  # fmt: skip
     settings = sorted(
         dict.fromkeys(ablation["setting"]),
         key=lambda s: order.index(s) if s in order else len(order),
     )
-    names = {"baseline": "quick (sweep rows)", "baseline-cpu": "quick (this CPU)"}
+    names = {"baseline": "quick (sweep rows)", "baseline-cpu": "quick (this CPU)",
+             "paper-recipe": "all paper knobs"}  # fmt: skip
     zs = sorted(ablation["z"].unique())
     width = 0.8 / len(zs)
     for j, z in enumerate(zs):
@@ -200,7 +202,7 @@ def draw_ablation(ax, ablation: pd.DataFrame, majority: float) -> None:  # noqa:
     )
     ax.set_ylabel("accuracy on real D_test, trained on D_gen")
     epochs = ", ".join(str(e) for e in sorted(ablation["epochs"].unique()))
-    ax.set_title(f"ablation: one knob at a time ({epochs} epochs)")
+    ax.set_title(f"ablation: one knob, or all, at a time ({epochs} epochs)")
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=6)
     ax.grid(alpha=0.3, axis="y")

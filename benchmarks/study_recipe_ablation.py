@@ -22,7 +22,11 @@ reference models and the attacks. Settings, each one knob away from the quick re
   finds a median norm of about 3.6e3), C scales the clipped sum and the noise alike and Adam
   divides it out: this setting then differs from the baseline only by its noise draw;
 - ``microbatch4``: DP-Adam's ``microbatch`` option at 4, where this checkout's cdp has it (else the
-  setting is left out and the run says so).
+  setting is left out and the run says so);
+- ``paper-recipe``: every knob at once, as the paper profile sets them for that z
+  (:mod:`audit.paper_recipe`: Table 2's learning rate and batch size, the median clip norm,
+  microbatches of 4), at this script's epochs and quick records: whether the knobs together do
+  what none does alone (the paper's 1000 epochs on all of D_train are the paper profile's).
 
 Each finished run is appended to ``--out`` (a CSV) at once; a rerun skips the runs the file holds.
 
@@ -66,6 +70,7 @@ from audit.cell.membership import cell_data  # noqa: E402
 from audit.cell.target import train_target, training_diverged  # noqa: E402
 from audit.datasets import dataset_split, load_dataset  # noqa: E402
 from audit.mechanisms import Context, get_mechanism, make_cell  # noqa: E402
+from audit.paper_recipe import PAPER_VAE_TABLE  # noqa: E402
 from audit.profiles import ProfileName, profile_for_dataset  # noqa: E402
 from audit.sweep.runner import code_version  # noqa: E402
 from dpvae_core.progress import null_progress  # noqa: E402
@@ -125,6 +130,12 @@ def settings_for(z: float, with_microbatch: bool) -> dict[str, dict[str, Any]]:
     }
     if with_microbatch:
         settings["microbatch4"] = {"options": {"microbatch": MICROBATCH}}
+    recipe = PAPER_VAE_TABLE[DATASET][z]
+    micro = {"microbatch": MICROBATCH} if with_microbatch else {}
+    settings["paper-recipe"] = {
+        "profile": {"lr": recipe.lr, "batch_size": recipe.batch_size},
+        "options": {"clip_norm": "median", **micro},
+    }
     return settings
 
 
@@ -288,6 +299,7 @@ def _order(setting: str) -> int:
         "clip-median",
         "clip-0.03",
         "microbatch4",
+        "paper-recipe",
     ]
     return names.index(setting) if setting in names else len(names)
 
