@@ -27,18 +27,9 @@ python benchmarks/bench_ensemble.py --device cuda --epochs 5 --repeats 3 \
 python benchmarks/bench_ensemble.py --device cuda --epochs 3 --repeats 3 --dp | tee "$OUT/bench-dp-3.txt"
 
 sweep() {  # sweep MODE ARGS...: benchmark.py with the ensemble on (MODE ensemble) or off (solo)
-    python - "$@" <<'EOF'
-import runpy
-import sys
-
-sys.path.insert(0, ".")
-import models.ensemble as ensemble
-
-if sys.argv[1] == "solo":
-    ensemble.ENSEMBLE_DEVICE_TYPES = frozenset()
-sys.argv = ["benchmark.py", *sys.argv[2:]]
-runpy.run_path("benchmark.py", run_name="__main__")
-EOF
+    local mode=$1
+    shift
+    python benchmarks/sweep_ensemble_switch.py "$([ "$mode" = solo ] && echo off || echo on)" "$@"
 }
 
 ARGS=(--dataset digits --mech none ldp --grid 4 --profile quick --seeds 0 --no-report

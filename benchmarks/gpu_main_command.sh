@@ -34,18 +34,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 $PY -c "import torch, opacus; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'opacus', opacus.__version__)"
 ENSEMBLE=on
 sweep() {  # sweep ARGS...: benchmark.py, with the ensemble switched off where ENSEMBLE=off
-    exec $PY - "$ENSEMBLE" "$@" <<'PYEOF'
-import runpy
-import sys
-
-sys.path.insert(0, ".")
-if sys.argv[1] == "off":
-    import models.ensemble as ensemble
-
-    ensemble.ENSEMBLE_DEVICE_TYPES = frozenset()
-sys.argv = ["benchmark.py", *sys.argv[2:]]
-runpy.run_path("benchmark.py", run_name="__main__")
-PYEOF
+    exec $PY benchmarks/sweep_ensemble_switch.py "$ENSEMBLE" "$@"
 }
 timed() {  # timed NAME LIMIT ARGS...: one sweep under a time limit, its wall time in times.txt
     local name=$1 limit=$2

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 import signal
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,21 +15,11 @@ import torch
 from audit import results
 from audit.config import SweepConfig
 from audit.executors import CellFailed, ProcessExecutor, pool_threads
-from audit.profiles import PROFILES, ProfileName
+from audit.profiles import ProfileName
 from audit.sweep.device_choice import MAX_GPU_WORKERS, resolve_workers
 from audit.sweep.jobs import SweepIncomplete, compute_cell
 from audit.sweep.runner import run_sweep
-
-TINY = replace(
-    PROFILES[ProfileName.QUICK],
-    epochs=2,
-    max_train=30,
-    attack_samples=3,
-    classifier_epochs=2,
-    classifier_patience=1,
-    latent_dim=4,
-    gen_records=40,
-)
+from tests.audit.test_executors import TINY  # the executors' tiny profile
 
 
 def _config(out: Path, **kw) -> SweepConfig:
