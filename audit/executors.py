@@ -124,6 +124,8 @@ class ProcessExecutor:
         ctx = multiprocessing.get_context("spawn")
         level = logging.getLogger().getEffectiveLevel()
         waiting = list(enumerate(jobs))
+        if not waiting:  # every cell reused: no process, no scratch files
+            return
         waiting.reverse()  # pop() takes them in order
         running: dict[Any, tuple[Any, Any]] = {}  # the driver's end of a pipe: (process, job)
         log.info("running %d cell(s), at most %d at a time", len(waiting), self.workers)

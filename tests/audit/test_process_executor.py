@@ -211,3 +211,8 @@ def test_a_cells_process_gets_small_arguments(monkeypatch):
     outcomes = list(ProcessExecutor(workers=2, threads=1).run([1, 4, 5], big, _planted))
     assert sorted(outcomes) == [10, 40, 50]
     assert len(sizes) == 3 and max(sizes) < 65536
+
+
+def test_no_cells_start_no_process_and_write_nothing():
+    """Every cell reused: the dataset is not even pickled (a lambda cannot be)."""
+    assert list(ProcessExecutor(workers=2, threads=1).run([], lambda: 0, _planted)) == []
