@@ -36,24 +36,24 @@ class Parser(argparse.ArgumentParser):
         raise ValueError(f"{message} (see {self.prog} --help)")
 
 
-def positive_int_or_all(text: str) -> int | None:
-    """An integer, or None for 'all'."""
-    if text == "all":
+def _int_or(word: str, text: str) -> int | None:
+    """An integer, or None for ``word``."""
+    if text == word:
         return None
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'all', got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an integer or {word!r}, got {text!r}") from None
+
+
+def positive_int_or_all(text: str) -> int | None:
+    """An integer, or None for 'all'."""
+    return _int_or("all", text)
 
 
 def int_or_auto(text: str) -> int | None:
     """An integer, or None for 'auto'."""
-    if text == "auto":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {text!r}") from None
+    return _int_or("auto", text)
 
 
 def finite_float(text: str) -> float:
