@@ -31,6 +31,7 @@ from audit.sweep.real_accuracy import (
     _cached_acc_real,
     _compute_acc_real,
 )
+from audit.sweep.shared_references import train_shared_references
 from audit.sweep.tuning_cache import cached_tuning, save_tuning, tuning_path
 from dpvae_core.progress import ProgressFactory, null_progress
 
@@ -189,12 +190,20 @@ def _run_remote(
     pairs: list[tuple[CellConfig, CellConfig]],
     bar: Any,
     cell_fn: Callable[..., CellComputed] | None,
+    *,
+    share_references: bool = False,
 ) -> tuple[int, int, list[CellFailed]]:
     """Pending cells through ``executor``; the driver writes each outcome as it arrives, under
-    the cell's lock (a cell another sweep finished meanwhile is kept, ours dropped)."""
+    the cell's lock (a cell another sweep finished meanwhile is kept, ours dropped).
+    ``share_references``: first train, here, the non-private reference models several pending
+    cells need (:mod:`audit.sweep.shared_references`; cells side by side on this machine)."""
     out, overwrite = jobs.out, jobs.config.overwrite
     results.drop_changed_caches(out)  # edited cache files: computed again where needed
-    pending = [jobs.job(cell, base) for cell, base in pairs if not _reusable(out, cell, overwrite)]
+    todo = [(cell, base) for cell, base in pairs if not _reusable(out, cell, overwrite)]
+    if share_references and len(todo) > 1:  # side by side on this machine: train them once
+        cells = [cell for cell, _ in todo]
+        train_shared_references(out, jobs.dataset, jobs.splits, cells, device=jobs.config.device)
+    pending = [jobs.job(cell, base) for cell, base in todo]  # with the cache's models
     reused = len(pairs) - len(pending)
     bar.update(reused)
     ran, failed = 0, []

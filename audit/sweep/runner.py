@@ -146,7 +146,10 @@ def run_sweep(
         if executor is None:
             ran, reused = _run_local(jobs, pairs, progress, bar)
         else:
-            ran, reused, failed = _run_remote(executor, jobs, pairs, bar, cell_fn)
+            side_by_side = isinstance(executor, ProcessExecutor)  # the driver's own device
+            ran, reused, failed = _run_remote(
+                executor, jobs, pairs, bar, cell_fn, share_references=side_by_side
+            )
         bar.close()
         csv_path, frame = results.write_csv(out)
     report = write_sweep_report(out, data_home=config.data_home) if config.report else None

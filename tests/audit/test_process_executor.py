@@ -32,9 +32,8 @@ def _config(out: Path, **kw) -> SweepConfig:
         out=out,
         grid=(10.0, 2.0),
         progress=False,
-        attacks=("reconstruction",),
         device="cpu",
-        **kw,
+        **{"attacks": ("reconstruction",), **kw},
     )
 
 
@@ -216,3 +215,13 @@ def test_a_cells_process_gets_small_arguments(monkeypatch):
 def test_no_cells_start_no_process_and_write_nothing():
     """Every cell reused: the dataset is not even pickled (a lambda cannot be)."""
     assert list(ProcessExecutor(workers=2, threads=1).run([], lambda: 0, _planted)) == []
+
+
+def test_cells_side_by_side_train_a_shared_reference_set_once(tmp_path):
+    """The seed's non-private reference models, which every cell here uses, are trained once
+    by the driver before the cells start, and every cell reads them from the cache."""
+    result = run_sweep(_config(tmp_path / "out", workers=2, attacks=("latent-search",)))
+    notes = [n.split("non-private reference models: ")[1] for n in result.rows.privacy_notes]
+    keys = {n.split("key ")[1][:16] for n in notes}
+    assert len(result.rows.config_hash.unique()) == 3 and len(keys) == 1
+    assert all("0 trained in this cell (0.0 s) and 2 from the cache" in n for n in notes)
