@@ -12,12 +12,14 @@ cell each and stay with it; tuned cells (their recipe is chosen in the cell) are
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from attacks import Records
 from audit.cell.membership import cell_data, reference_records
 from audit.cell.reference_training import train_reference_model
-from audit.cell.references import cell_reference_specs
+from audit.cell.references import ReferenceSpec, cell_reference_specs
 from audit.config import CellConfig
 from audit.datasets import Dataset, Split
 from audit.results.reference_cache import cached_models, save_models
@@ -35,26 +37,29 @@ def train_shared_references(
 ) -> int:
     """Train and store the non-private reference models two or more of ``cells`` need and
     ``out``'s cache lacks; returns how many were trained."""
-    needed: dict[str, list] = {}  # key -> [spec, reference records, cells needing it]
+    specs: dict[str, tuple[ReferenceSpec, Records | None]] = {}  # key -> spec, its records
+    users: Counter[str] = Counter()  # key -> how many of the cells need it
     for cell in cells:
         if cell.option("tune_trials") is not None:
             continue
         data = cell_data(dataset, splits[cell.seed], cell)
         for spec in cell_reference_specs(cell, data):
-            if spec.recipe.nonprivate:
-                entry = needed.setdefault(spec.key, [spec, reference_records(data, cell), 0])
-                entry[2] += 1
+            if not spec.recipe.nonprivate:
+                continue
+            if spec.key not in specs:  # the records once per set
+                specs[spec.key] = (spec, reference_records(data, cell))
+            users[spec.key] += 1
     trained = 0
-    for spec, reference, users in needed.values():
+    for key, (spec, reference) in specs.items():
         have = {m.index for m in cached_models(out, spec)}
         missing = [i for i in range(spec.n_models) if i not in have]
-        if users < 2 or not missing or reference is None:
+        if users[key] < 2 or not missing or reference is None:
             continue
         log.info(
             "training %d non-private reference VAE(s) once for %d cells (%s)",
             len(missing),
-            users,
-            spec.key,
+            users[key],
+            key,
         )
         models = [train_reference_model(spec, reference, i, device=device) for i in missing]
         save_models(out, spec, models)

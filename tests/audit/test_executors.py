@@ -42,6 +42,7 @@ ARGS += ["--grid", "10", "--epochs", "2", "--max-train", "30", "--attack-samples
 
 def _config(out: Path, **kw) -> SweepConfig:
     kw.setdefault("attacks", ("reconstruction",))  # executor mechanics: one attack is enough
+    kw.setdefault("grid", (10.0,))
     return SweepConfig(
         dataset="digits",
         mechs=("none", "ldp"),
@@ -49,7 +50,6 @@ def _config(out: Path, **kw) -> SweepConfig:
         profile=TINY,
         seeds=(0,),
         out=out,
-        grid=(10.0,),
         progress=False,
         **kw,
     )

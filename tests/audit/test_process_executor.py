@@ -15,26 +15,15 @@ import torch
 from audit import results
 from audit.config import SweepConfig
 from audit.executors import CellFailed, ProcessExecutor, pool_threads
-from audit.profiles import ProfileName
 from audit.sweep.device_choice import MAX_GPU_WORKERS, resolve_workers
 from audit.sweep.jobs import SweepIncomplete, compute_cell
 from audit.sweep.runner import run_sweep
-from tests.audit.test_executors import TINY  # the executors' tiny profile
+from tests.audit.test_executors import _config as executors_config
 
 
 def _config(out: Path, **kw) -> SweepConfig:
-    return SweepConfig(
-        dataset="digits",
-        mechs=("none", "ldp"),
-        profile_name=ProfileName.QUICK,
-        profile=TINY,
-        seeds=(0,),
-        out=out,
-        grid=(10.0, 2.0),
-        progress=False,
-        device="cpu",
-        **{"attacks": ("reconstruction",), **kw},
-    )
+    """The executors' tiny sweep (none and ldp), with two ldp cells, on the CPU."""
+    return executors_config(out, **{"grid": (10.0, 2.0), "device": "cpu", **kw})
 
 
 def _comparable(frame: pd.DataFrame) -> pd.DataFrame:
