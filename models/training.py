@@ -14,7 +14,7 @@ from torch import nn
 
 from dpvae_core.precision import grad_scaler, mixed_precision
 from dpvae_core.progress import ProgressFactory, null_progress
-from models.vae import ConditionalConvVAE, vae_loss_terms
+from models.vae import ConditionalConvVAE, folded_training, vae_loss_terms
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ def train_vae(
     Forward and backward passes run in ``settings.precision`` (autocast; the loss in float32,
     fp16 with a loss scaler), the weights and Adam's state in float32.
     """
-    with mixed_precision(settings.device, settings.precision):
+    with mixed_precision(settings.device, settings.precision), folded_training(model):
         return _train_vae(model, train, val, settings, progress=progress)
 
 
