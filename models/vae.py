@@ -4,7 +4,8 @@ size."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -15,6 +16,9 @@ from dpvae_core.precision import upcast
 
 ENCODER_CHANNELS = (32, 64, 128, 256)
 LEAKY_SLOPE = 0.2
+
+#: ``record(conv, h, out)``: one folded upsample and convolution (:func:`folded_training`).
+FoldRecord = Callable[[nn.Conv2d, torch.Tensor, torch.Tensor], None]
 
 
 def padded_side(height: int, width: int) -> int:
@@ -81,10 +85,6 @@ class ConditionalConvVAE(nn.Module):
             in_ch = out_ch
         self.decoder = nn.Sequential(*dec)
 
-    #: Whether training-mode decoding folds too (:func:`folded_training`); an instance
-    #: attribute while set, never in the state dict.
-    fold_in_training = False
-
     def _one_hot(self, y: torch.Tensor) -> torch.Tensor:
         return F.one_hot(y.long(), self.num_classes).to(torch.get_default_dtype())
 
@@ -106,10 +106,10 @@ class ConditionalConvVAE(nn.Module):
         # the same function by fewer operations (``folded_decoder``) in evaluation mode and in
         # non-private training (``folded_training``); else the modules, whose hooks (or expanded
         # weights) DP-Adam's engines read
-        if self.training and not self.fold_in_training:
+        if self.training and self not in _FOLDING:
             out = self.decoder(h)
         else:
-            out = folded_decoder(self.decoder, h)
+            out = folded_decoder(self.decoder, h, record=_record_folds(self))
         # the sigmoid in float32 under mixed precision: scores and losses read these values
         return torch.sigmoid(upcast(out))[:, :, : self.height, : self.width]
 
@@ -148,7 +148,35 @@ def folded_upsample_conv(weight: torch.Tensor) -> torch.Tensor:
     return k.contiguous(memory_format=layout)
 
 
-def folded_decoder(decoder: nn.Sequential, h: torch.Tensor) -> torch.Tensor:
+#: The models that decode by :func:`folded_decoder` in training mode too, each with the entries
+#: of the :func:`folded_training` blocks open on it (a block's recorder, or None): held here,
+#: not on the model, so that no copy of a model (``copy.deepcopy``, pickling) inherits them.
+_FOLDING: weakref.WeakKeyDictionary[ConditionalConvVAE, list[_Fold]] = weakref.WeakKeyDictionary()
+
+
+class _Fold:
+    """One open :func:`folded_training` block: its recorder or None."""
+
+    def __init__(self, record: FoldRecord | None) -> None:
+        self.record = record
+
+
+def _record_folds(model: ConditionalConvVAE) -> FoldRecord | None:
+    """The recorders of the blocks open on ``model``, as one (None where there are none)."""
+    records = [fold.record for fold in _FOLDING.get(model, ()) if fold.record is not None]
+    if not records:
+        return None
+
+    def record(conv: nn.Conv2d, h: torch.Tensor, out: torch.Tensor) -> None:
+        for each in records:
+            each(conv, h, out)
+
+    return record
+
+
+def folded_decoder(
+    decoder: nn.Sequential, h: torch.Tensor, *, record: FoldRecord | None = None
+) -> torch.Tensor:
     """``decoder(h)`` for :class:`ConditionalConvVAE`'s decoder (nearest 2x upsample, 3x3 conv,
     LeakyReLU, ...): each upsample and conv as one transposed convolution
     (:func:`folded_upsample_conv`), 16 multiply-adds per input pixel and channel pair where the
@@ -160,9 +188,12 @@ def folded_decoder(decoder: nn.Sequential, h: torch.Tensor) -> torch.Tensor:
         layer = layers[i]
         if isinstance(layer, nn.Upsample):
             conv = layers[i + 1]
-            h = F.conv_transpose2d(
+            out = F.conv_transpose2d(
                 h, folded_upsample_conv(conv.weight), conv.bias, stride=2, padding=1
             )
+            if record is not None:
+                record(conv, h, out)
+            h = out
             i += 2
         else:
             h = layer(h)
@@ -171,24 +202,28 @@ def folded_decoder(decoder: nn.Sequential, h: torch.Tensor) -> torch.Tensor:
 
 
 @contextmanager
-def folded_training(model: nn.Module) -> Iterator[None]:
+def folded_training(model: nn.Module, record: FoldRecord | None = None) -> Iterator[None]:
     """Within the block, ``model`` (where it is a :class:`ConditionalConvVAE`) decodes by
-    :func:`folded_decoder` in training mode too: for non-private training only, whose gradients
-    autograd takes through the fold to the 3x3 weights (1.2x a bf16 and 1.4x a float32 training
-    step on LFW20's shapes, one CPU thread). DP-Adam's engines read the decoder's conv modules
-    and never run inside it."""
+    :func:`folded_decoder` in training mode too, autograd taking the gradients through the fold
+    to the 3x3 weights (1.2x a bf16 and 1.4x a float32 non-private training step on LFW20's
+    shapes, one CPU thread), and ``record(conv, h, out)`` sees each folded convolution: ``conv``
+    the decoder's ``nn.Conv2d`` whose parameters the fold reads, ``h`` the input of the upsample
+    it follows, ``out`` its output in the autograd graph. Used by non-private training and by
+    book-keeping clipping (:class:`models.dp.book_keeping.BookKeepingGradients`, whose
+    per-record gradients of such a conv read exactly h and dL/d out) during its forward pass;
+    Opacus's engines read the conv modules and never run inside it. Blocks nest."""
     if not isinstance(model, ConditionalConvVAE):
         yield
         return
-    before = model.__dict__.get("fold_in_training")
-    model.fold_in_training = True
+    fold = _Fold(record)
+    _FOLDING.setdefault(model, []).append(fold)
     try:
         yield
     finally:
-        if before is None:
-            del model.fold_in_training
-        else:
-            model.fold_in_training = before
+        folds = _FOLDING.get(model, [])
+        folds[:] = [f for f in folds if f is not fold]
+        if not folds:
+            _FOLDING.pop(model, None)
 
 
 def vae_loss_terms(

@@ -76,8 +76,20 @@ def test_training_mode_calls_the_decoder_modules():
     assert seen == []
 
 
+def _conv_calls(vae: ConditionalConvVAE) -> list:
+    """The decoder convs' forward calls, as a list the hooks append to."""
+    seen: list = []
+    for layer in vae.decoder:
+        if isinstance(layer, torch.nn.Conv2d):
+            layer.register_forward_hook(lambda m, i, o: seen.append(m))
+    return seen
+
+
 def test_folded_training_gives_the_modules_gradients_and_ends_with_the_block():
-    """Non-private training's gradients in the 3x3 weights, through the fold, are the modules'."""
+    """Non-private training's gradients in the 3x3 weights, through the fold, are the modules';
+    a copy made inside the block, and the model after it, decode by the modules."""
+    import copy
+
     from models.vae import folded_training
 
     vae = _vae(32, 32).train()
@@ -88,10 +100,37 @@ def test_folded_training_gives_the_modules_gradients_and_ends_with_the_block():
         vae.zero_grad()
         if fold:
             with folded_training(vae):
-                assert vae.fold_in_training
+                twin = copy.deepcopy(vae)
+                seen = _conv_calls(vae)
                 vae.decode(z, y).square().sum().backward()
+                assert seen == []
         else:
             vae.decode(z, y).square().sum().backward()
         grads.append(torch.cat([p.grad.flatten() for p in vae.decoder.parameters()]))
     assert (grads[0] - grads[1]).abs().max().item() < 1e-11 * grads[0].abs().max().item()
-    assert vae.fold_in_training is False and "fold_in_training" not in vae.state_dict()
+    for model in (vae, twin):
+        seen = _conv_calls(model)
+        model.decode(z, y)
+        assert len(seen) == vae.depth == 3
+
+
+def test_a_recorder_sees_each_folded_conv_with_its_upsample_input_within_its_block():
+    from models.vae import folded_training
+
+    vae = _vae(16, 16).train()
+    calls, outer = [], []
+    z = torch.randn(2, 6, dtype=torch.float64)
+    with folded_training(vae, lambda conv, h, out: outer.append(conv)):
+        with folded_training(vae, lambda conv, h, out: calls.append((conv, h, out))):
+            out = vae.decode(z, torch.tensor([0, 1]))
+        vae.decode(z, torch.tensor([0, 1]))
+    convs = [m for m in vae.decoder if isinstance(m, torch.nn.Conv2d)]
+    assert [c for c, _, _ in calls] == convs and outer == convs + convs
+    for conv, h, s in calls:
+        up = torch.nn.functional.interpolate(h, scale_factor=2, mode="nearest")
+        assert (conv(up) - s).abs().max().item() < 1e-13 and s.requires_grad
+    assert out.requires_grad
+    calls.clear()
+    seen = _conv_calls(vae)
+    vae.decode(z, torch.tensor([0, 1]))
+    assert calls == [] and len(seen) == 2
