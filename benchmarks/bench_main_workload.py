@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,7 +66,9 @@ def workload(data_home: str, out: str, extra: list[str]) -> list[str]:
     ]  # fmt: skip
 
 
-def _child(tree: Path, data_home: str, extra: list[str]) -> dict[str, float]:
+def _child(
+    tree: Path, data_home: str, extra: list[str], keep: Path | None = None
+) -> dict[str, float]:
     """Run the workload in this process on ``tree``'s code; return CPU seconds per part."""
     import functools
     import importlib
@@ -117,6 +120,9 @@ def _child(tree: Path, data_home: str, extra: list[str]) -> dict[str, float]:
         start_cpu, start_wall = time.process_time(), time.perf_counter()
         rc = main(workload(data_home, out, extra))
         total, wall = time.process_time() - start_cpu, time.perf_counter() - start_wall
+        if keep is not None and (Path(out) / "runs.csv").is_file():
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(out) / "runs.csv", keep)
     if rc not in (0, None):
         raise SystemExit(f"the workload failed in {tree} (exit {rc})")
     missing = [part for part, seconds in spent.items() if seconds == 0.0]
@@ -126,10 +132,13 @@ def _child(tree: Path, data_home: str, extra: list[str]) -> dict[str, float]:
     return {**spent, "total": total, "wall": wall}
 
 
-def _start(tree: Path, data_home: str, extra: list[str]) -> subprocess.Popen:
+def _start(
+    tree: Path, data_home: str, extra: list[str], keep: Path | None = None
+) -> subprocess.Popen:
+    kept = ["--keep-file", str(keep.resolve())] if keep is not None else []
     return subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "--child", str(tree),
-         "--data-home", data_home, "--", *extra],
+         "--data-home", data_home, *kept, "--", *extra],
         cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -139,6 +148,10 @@ def _result(tree: Path, proc: subprocess.Popen) -> dict[str, float]:
     if proc.returncode != 0:
         raise SystemExit(f"{tree}: exit {proc.returncode}\n{stderr[-3000:]}")
     return json.loads(stdout.strip().splitlines()[-1])
+
+
+def _kept(folder: Path | None, label: str, round_: int) -> Path | None:
+    return None if folder is None else folder / f"{label}-round{round_}-runs.csv"
 
 
 def main() -> None:
@@ -153,12 +166,21 @@ def main() -> None:
         help="run the two trees at the same time (set OMP_NUM_THREADS=1: one core each) "
         "instead of taking turns",
     )
+    p.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="a folder where each run's runs.csv is kept (old-round0-runs.csv, ...), for "
+        "benchmarks/compare_precision.py",
+    )
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--keep-file", type=Path, help=argparse.SUPPRESS)
     p.add_argument("extra", nargs="*", help="extra workload flags for the NEW tree, after --")
     args = p.parse_args()
     data_home = str(Path(args.data_home).resolve())
     if args.child is not None:
-        print(json.dumps(_child(args.child.resolve(), data_home, args.extra)))
+        keep = args.keep_file.resolve() if args.keep_file is not None else None
+        print(json.dumps(_child(args.child.resolve(), data_home, args.extra, keep)))
         return
     if args.old is None:
         p.error("--old is required")
@@ -167,15 +189,16 @@ def main() -> None:
     for r in range(args.rounds):
         if args.parallel:  # both at once, one core each: the same conditions for both
             procs = {
-                label: _start(*tree_extra[:1], data_home, tree_extra[1])
-                for label, tree_extra in trees.items()
+                label: _start(tree, data_home, extra, _kept(args.keep, label, r))
+                for label, (tree, extra) in trees.items()
             }
             for label, proc in procs.items():
                 results[label].append(_result(trees[label][0], proc))
                 print(f"round {r} {label}: {json.dumps(results[label][-1])}", flush=True)
             continue
         for label, (tree, extra) in trees.items():
-            results[label].append(_result(tree, _start(tree, data_home, extra)))
+            proc = _start(tree, data_home, extra, _kept(args.keep, label, r))
+            results[label].append(_result(tree, proc))
             print(f"round {r} {label}: {json.dumps(results[label][-1])}", flush=True)
     parts = [*PARTS, "other", "total", "wall"]
     print(f"\n{'part':<12}{'old s':>10}{'new s':>10}{'old/new':>10}")
