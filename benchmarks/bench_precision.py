@@ -16,7 +16,7 @@ baseline; medians printed with their ratio to it) on one fixed workload:
 - every attack of the sweep's list the whole-VAE release allows on ``--attack-records`` records
   (N = the profile's), with one stand-in reference model where an attack calibrates;
 - one epoch of the target classifier on D_gen where the profile's classifier is a network
-  (LFW20's face descriptor stays float32: it must match dlib's codes).
+  (LFW20's face descriptor in bf16: ``benchmarks/study_descriptor_precision.py``).
 
 The models are built from one seed, so every precision times the same weights. A device without
 the precision (a CPU without native bf16, fp16 off CUDA) is refused up front. Rows before and

@@ -27,7 +27,9 @@ not:
   on certified bounds (:mod:`models.dp.bk_bound`).
 - VAE-LDP's release (:meth:`models.perturbation.NoiseBound.perturb`): the bounded mean, the
   noise floor and the Gaussian noise the claim reads;
-- the face descriptor (:mod:`models.face_embedding`), whose codes must match dlib's.
+- the face descriptor of float32 cells (:mod:`models.face_embedding`), whose codes then match
+  dlib's (a bf16 cell's runs under autocast: codes within about 1 %, the classifier's accuracy
+  unchanged, ``benchmarks/study_descriptor_precision.py``).
 
 All three also switch autocast off, on any device, so an enclosing mixed-precision block never
 reaches them. On the CPU nothing else changes (there is no TF32 there).

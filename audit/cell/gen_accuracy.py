@@ -75,7 +75,9 @@ def classifier_accuracy(
     ``val`` (:mod:`models.face_embedding`).
     """
     if kind == FACE_EMBEDDING:
-        return embedding_accuracy(train, val, test, device=settings.device)
+        return embedding_accuracy(
+            train, val, test, device=settings.device, precision=settings.precision
+        )
     family = model_family(train[0].shape[1:], num_classes)
     model = train_classifier(
         partial(family.classifier, kind), train, val, settings, progress=ctx.progress, desc=desc

@@ -89,9 +89,9 @@ def build_run_parser() -> argparse.ArgumentParser:
         "training, generation, the attacks' decoding, the classifier): auto (default: bf16 on a "
         "CPU with AVX-512 BF16 or AMX, and on a GPU where a probe of a few training steps "
         "measures it faster; else float32; printed before any work), float32, bf16 (a GPU with "
-        "bf16, or such a CPU) or fp16 (CUDA); autocast, float32 weights. DP training, VAE-LDP's "
-        "noise and the face descriptor stay float32. Part of every cell's hash but float32's; "
-        "one precision per --out (auto takes the one the --out holds)",
+        "bf16, or such a CPU) or fp16 (CUDA); autocast, float32 weights. DP-Adam's norms, "
+        "clipping, sum and noise, and VAE-LDP's noise, stay float32. Part of every cell's hash "
+        "but float32's; one precision per --out (auto takes the one the --out holds)",
     )
     p.add_argument(
         "--data-home",
