@@ -97,6 +97,42 @@ def print_tables(table: pd.DataFrame) -> None:
     )
 
 
+def print_before_after(before: pd.DataFrame, after: pd.DataFrame) -> None:
+    """Per z: accuracy and held-out worst case, mean (range over seeds) before and after, and
+    whether the ranges of the two sets of seeds overlap."""
+    print("\n| z | acc before: mean (range) | acc after: mean (range) | worst-case MI AP before "
+          "| worst-case MI AP after | seeds before / after |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for z, g in after[after["mech"] != "none"].groupby("param_value", sort=True):
+        b = before[(before["mech"] != "none") & (before["param_value"] == z)]
+        _before_after_row(f"{z:g}", b, g)
+    _before_after_row("none", before[before["mech"] == "none"], after[after["mech"] == "none"])
+
+
+def _before_after_row(label: str, b: pd.DataFrame, a: pd.DataFrame) -> None:
+    def cell(t: pd.DataFrame, col: str) -> str:
+        if t.empty:
+            return "-"
+        return f"{t[col].mean():.3f} ({t[col].min():.3f}-{t[col].max():.3f})"
+
+    print(
+        f"| {label} | {cell(b, 'acc')} | {cell(a, 'acc')} | {cell(b, 'worst_mi_ap')} "
+        f"| {cell(a, 'worst_mi_ap')} | {len(b)} / {len(a)} |"
+    )
+
+
+def draw_before(ax_acc, ax_mi, before: pd.DataFrame, label: str) -> None:  # noqa: ANN001
+    """The earlier rows' mean over seeds per z, as a dashed grey line (their range as a band)."""
+    for ax, col in ((ax_acc, "acc"), (ax_mi, "worst_mi_ap")):
+        stats_ = before.groupby("param_value", dropna=False)[col].agg(["mean", "min", "max"])
+        xs = np.where(stats_.index.isna(), NONE_X, stats_.index).astype(float)
+        order = np.argsort(xs)
+        ax.fill_between(xs[order], stats_["min"].to_numpy()[order],
+                        stats_["max"].to_numpy()[order], color="0.6", alpha=0.2, lw=0)  # fmt: skip
+        ax.plot(xs[order], stats_["mean"].to_numpy()[order], "--", color="0.45", lw=1.2,
+                label=f"{label}: mean, range shaded")  # fmt: skip
+
+
 def _x(table: pd.DataFrame) -> np.ndarray:
     return np.where(table["param_value"].isna(), NONE_X, table["param_value"]).astype(float)
 
@@ -213,15 +249,31 @@ def main() -> None:
     p.add_argument("--runs", type=Path, default=Path("results/lfw20-quick-main-runs.csv.gz"))
     p.add_argument("--dataset", default="lfw20")
     p.add_argument("--ablation", type=Path, default=None)
+    p.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="earlier rows of the same sweep (runs.csv), drawn as a dashed mean with its range "
+        "and set against --runs per z",
+    )
+    p.add_argument("--before-label", default="before", help="their legend label")
     p.add_argument("--figure", type=Path, default=Path("docs/figures/paper-comparison-lfw20.png"))
     args = p.parse_args()
     table = cells(pd.read_csv(args.runs), args.dataset)
     if table.empty:
         p.error(f"--runs {args.runs}: no rows of dataset {args.dataset!r}")
     print_tables(table)
+    before = None
+    if args.before is not None:
+        before = cells(pd.read_csv(args.before), args.dataset)
+        if before.empty:
+            p.error(f"--before {args.before}: no rows of dataset {args.dataset!r}")
+        print_before_after(before, table)
     panels = 3 if args.ablation is not None else 2
     fig = Figure(figsize=(5.2 * panels, 4.6))
     axes = fig.subplots(1, panels)
+    if before is not None:
+        draw_before(axes[0], axes[1], before, args.before_label)
     draw_curves(axes[0], axes[1], table)
     if args.ablation is not None:
         draw_ablation(axes[2], pd.read_csv(args.ablation), float(table["acc_majority"].iloc[0]))
