@@ -86,9 +86,8 @@ def print_tables(table: pd.DataFrame) -> None:
     for (mech, z), g in table.groupby(["mech", "param_value"], dropna=False, sort=False):
         label = "none" if math.isnan(z) else f"{z:g}"
         print(
-            f"| {mech} | {label} | {g['epsilon'].iloc[0]:.3g} | {g['acc'].mean():.3f} "
-            f"({g['acc'].min():.3f}-{g['acc'].max():.3f}) | {g['worst_mi_ap'].mean():.3f} "
-            f"({g['worst_mi_ap'].min():.3f}-{g['worst_mi_ap'].max():.3f}) | {len(g)} |"
+            f"| {mech} | {label} | {g['epsilon'].iloc[0]:.3g} | {mean_range(g, 'acc')} "
+            f"| {mean_range(g, 'worst_mi_ap')} | {len(g)} |"
         )
     print(
         f"\nmajority rate {table['acc_majority'].iloc[0]:.3f}; classifier on real D_train "
@@ -109,15 +108,17 @@ def print_before_after(before: pd.DataFrame, after: pd.DataFrame) -> None:
     _before_after_row("none", before[before["mech"] == "none"], after[after["mech"] == "none"])
 
 
-def _before_after_row(label: str, b: pd.DataFrame, a: pd.DataFrame) -> None:
-    def cell(t: pd.DataFrame, col: str) -> str:
-        if t.empty:
-            return "-"
-        return f"{t[col].mean():.3f} ({t[col].min():.3f}-{t[col].max():.3f})"
+def mean_range(t: pd.DataFrame, col: str) -> str:
+    """``col``'s mean over the rows of ``t`` and its range, as the tables print them."""
+    if t.empty:
+        return "-"
+    return f"{t[col].mean():.3f} ({t[col].min():.3f}-{t[col].max():.3f})"
 
+
+def _before_after_row(label: str, b: pd.DataFrame, a: pd.DataFrame) -> None:
     print(
-        f"| {label} | {cell(b, 'acc')} | {cell(a, 'acc')} | {cell(b, 'worst_mi_ap')} "
-        f"| {cell(a, 'worst_mi_ap')} | {len(b)} / {len(a)} |"
+        f"| {label} | {mean_range(b, 'acc')} | {mean_range(a, 'acc')} "
+        f"| {mean_range(b, 'worst_mi_ap')} | {mean_range(a, 'worst_mi_ap')} | {len(b)} / {len(a)} |"
     )
 
 

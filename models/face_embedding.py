@@ -167,7 +167,7 @@ class FaceDescriptor:
             else mixed_precision(self.device, precision)
         )
         with torch.inference_mode(), arithmetic:
-            return self._net(pixels.to(self.device)).float().cpu().double().numpy()
+            return self._net(pixels.to(self.device)).cpu().double().numpy()
 
 
 def chip_pixels(x: torch.Tensor) -> torch.Tensor:

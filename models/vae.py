@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -109,7 +109,7 @@ class ConditionalConvVAE(nn.Module):
         if self.training and self not in _FOLDING:
             out = self.decoder(h)
         else:
-            out = folded_decoder(self.decoder, h, record=_record_folds(self))
+            out = folded_decoder(self.decoder, h, records=_records(self))
         # the sigmoid in float32 under mixed precision: scores and losses read these values
         return torch.sigmoid(upcast(out))[:, :, : self.height, : self.width]
 
@@ -161,21 +161,13 @@ class _Fold:
         self.record = record
 
 
-def _record_folds(model: ConditionalConvVAE) -> FoldRecord | None:
-    """The recorders of the blocks open on ``model``, as one (None where there are none)."""
-    records = [fold.record for fold in _FOLDING.get(model, ()) if fold.record is not None]
-    if not records:
-        return None
-
-    def record(conv: nn.Conv2d, h: torch.Tensor, out: torch.Tensor) -> None:
-        for each in records:
-            each(conv, h, out)
-
-    return record
+def _records(model: ConditionalConvVAE) -> list[FoldRecord]:
+    """The recorders of the :func:`folded_training` blocks open on ``model``."""
+    return [fold.record for fold in _FOLDING.get(model, ()) if fold.record is not None]
 
 
 def folded_decoder(
-    decoder: nn.Sequential, h: torch.Tensor, *, record: FoldRecord | None = None
+    decoder: nn.Sequential, h: torch.Tensor, *, records: Sequence[FoldRecord] = ()
 ) -> torch.Tensor:
     """``decoder(h)`` for :class:`ConditionalConvVAE`'s decoder (nearest 2x upsample, 3x3 conv,
     LeakyReLU, ...): each upsample and conv as one transposed convolution
@@ -191,7 +183,7 @@ def folded_decoder(
             out = F.conv_transpose2d(
                 h, folded_upsample_conv(conv.weight), conv.bias, stride=2, padding=1
             )
-            if record is not None:
+            for record in records:
                 record(conv, h, out)
             h = out
             i += 2
@@ -220,10 +212,10 @@ def folded_training(model: nn.Module, record: FoldRecord | None = None) -> Itera
     try:
         yield
     finally:
-        folds = _FOLDING.get(model, [])
-        folds[:] = [f for f in folds if f is not fold]
+        folds = _FOLDING[model]
+        folds.remove(fold)  # by identity: a _Fold has no __eq__
         if not folds:
-            _FOLDING.pop(model, None)
+            del _FOLDING[model]
 
 
 def vae_loss_terms(
