@@ -9,8 +9,22 @@ Gaussian noise (:func:`models.dp.engine.noisy_average` on its own generator seed
 ``dp.noise_seed``, parameter by parameter in the solo order). What is shared is the arithmetic
 of the per-example gradients: one step computes every active member's per-record gradients at
 once (``torch.func``: ``vmap`` over the members of ``vmap`` over the records of ``grad``), then
-per record the norm over its own member's parameters, the clip factor min(1, C / (norm + 1e-6))
-(:data:`models.dp.book_keeping.CLIP_EPS`, as the solo engines) and per member the clipped sum.
+per member the clipped sum, clipped on certified bounds as the solo engines
+(:mod:`models.dp.bk_bound`, :data:`models.dp.book_keeping.CLIP_EPS`).
+
+Why each member's clipped sum has sensitivity C: record i of member a adds c_i G_i to its
+member's sum, G_i its materialised gradient over its own member's parameters (one tensor per
+parameter) and each product c_i G_i rounded once in the gradients' IEEE arithmetic (unit
+roundoff u), so ||fl(c_i G_i)|| <= c_i (1 + u) ||G_i||. B_i^2, the float64 sum over the
+parameter tensors of :func:`~models.dp.bk_bound.materialised_bound_sq`, bounds (1 + u)^2
+||G_i||^2 from above, its own float64 rounding included, and
+:func:`~models.dp.bk_bound.certified_factors` (``layers`` the number of parameter tensors) turns
+it into c_i = min(1, C (1 - 4u) / (B_i + 1e-6)), rounded to the gradients' dtype, with
+c_i B_i < C: no record adds more than C, by construction rather than up to a tolerance. (A norm
+computed in float32, as in a clip factor min(1, C / (norm + 1e-6)), can fall below the norm of
+what is summed and let a record add C (1 + O(u)).) C is each member's own float, not rounded to
+the gradients' dtype: the C its accountant reads. The rounding of the sum over records is the
+sum's own, as in every DP-SGD implementation; it is no record's addition.
 
 Poisson batches differ in size per member and step: each member's batch is padded to the step's
 widest with copies of its first record (or record 0 for an empty batch) whose clip factor is 0,
@@ -41,6 +55,7 @@ from torch import nn
 from dpvae_core.precision import ieee_float32
 from dpvae_core.progress import ProgressFactory, null_progress
 from dpvae_core.schedule import dp_sgd_steps
+from models.dp.bk_bound import certified_factors, materialised_bound_sq, unit_roundoff
 from models.dp.book_keeping import CLIP_EPS
 from models.dp.dp_adam import DPRun, DPSettings
 from models.dp.engine import GradSampleMode, noisy_average
@@ -218,8 +233,8 @@ def _train(members: Sequence[DPEnsembleMember], progress: ProgressFactory) -> li
         real = torch.arange(width, device=device).unsqueeze(0) < torch.tensor(
             counts, device=device
         ).unsqueeze(1)
-        clips = torch.tensor([runs[i].dp.clip_norm for i, _ in active], device=device)
-        summed = _clipped_sums(list(grads.values()), real, clips.to(values.dtype))
+        clips = [runs[i].dp.clip_norm for i, _ in active]
+        summed = _clipped_sums(list(grads.values()), real, clips)
         opt.zero_grad(set_to_none=True)
         for k, (i, _) in enumerate(active):
             run = runs[i]
@@ -259,13 +274,34 @@ def _padded(
     )
 
 
-def _clipped_sums(
-    grads: list[torch.Tensor], real: torch.Tensor, clips: torch.Tensor
-) -> list[torch.Tensor]:
-    """Per member, sum_i pi_C(g_i) over its real records: ``grads`` (A, b, *p.shape) per
-    parameter, ``real`` (A, b), ``clips`` (A,) each member's C; a record's norm is over every
-    parameter of its own member (:func:`models.dp.engine.per_unit_norms`)."""
+def _clip_factors(
+    grads: list[torch.Tensor], real: torch.Tensor, clips: Sequence[float]
+) -> torch.Tensor:
+    """(A, b) certified clip factors (:mod:`models.dp.bk_bound`) in the gradients' dtype:
+    ``grads`` (A, b, *p.shape) per parameter, ``real`` (A, b), ``clips`` (A,) each member's C. A
+    record's bound B_i is over every parameter tensor of its own member, each a term of
+    :func:`~models.dp.bk_bound.certified_factors`'s ``layers``; padding records get exactly 0."""
     a, b = real.shape
-    norms = torch.stack([g.reshape(a, b, -1).norm(2, dim=2) for g in grads], dim=2).norm(2, dim=2)
-    factor = (clips.unsqueeze(1) / (norms + CLIP_EPS)).clamp(max=1.0) * real.to(norms.dtype)
-    return [torch.einsum("ab,ab...->a...", factor, g) for g in grads]
+    if len(clips) != a:
+        raise ValueError(f"{len(clips)} clip norms for {a} members")
+    dtype = max((g.dtype for g in grads), key=unit_roundoff)  # the coarsest sum's arithmetic
+    bound_sq = torch.zeros(a * b, dtype=torch.float64, device=real.device)
+    for g in grads:
+        bound_sq = bound_sq + materialised_bound_sq(g.reshape(a * b, -1), None)
+    bound_sq = bound_sq.reshape(a, b)
+    factor = torch.stack(
+        [
+            certified_factors(bound_sq[k], float(c), CLIP_EPS, dtype=dtype, layers=len(grads))[0]
+            for k, c in enumerate(clips)
+        ]
+    )
+    return torch.where(real, factor, torch.zeros((), dtype=dtype, device=factor.device))
+
+
+def _clipped_sums(
+    grads: list[torch.Tensor], real: torch.Tensor, clips: Sequence[float]
+) -> list[torch.Tensor]:
+    """Per member, sum_i c_i g_i over its real records, c_i its certified clip factor
+    (:func:`_clip_factors`, the arguments': no record adds more than its member's C)."""
+    factor = _clip_factors(grads, real, clips)
+    return [torch.einsum("ab,ab...->a...", factor.to(g.dtype), g) for g in grads]

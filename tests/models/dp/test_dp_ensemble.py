@@ -13,6 +13,8 @@ of 0) put the padded members far outside.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 import torch
 
@@ -131,3 +133,100 @@ def test_refuses_what_it_does_not_run():
     )
     with pytest.raises(ValueError, match="share model and settings"):
         train_dp_vae_ensemble([members[0], other])
+
+
+# Clipping on certified bounds (models/dp/bk_bound.py): no record adds more than its member's C.
+CLIPS = (1.0, 0.5, 2.0)
+SHAPES = ((6, 5, 3, 3), (6,), (40, 12))  # 510 coordinates a record over three tensors
+
+
+def _records(dtype: torch.dtype, scale: float, width: int = 16) -> list[torch.Tensor]:
+    """(3 members, width records, *shape) per parameter, fixed seed; norms about 23 x scale."""
+    gen = torch.Generator().manual_seed(5)
+    return [
+        (torch.randn(len(CLIPS), width, *s, generator=gen, dtype=torch.float64) * scale).to(dtype)
+        for s in SHAPES
+    ]
+
+
+def _exact_sq(tensors) -> Fraction:
+    """The exact squared norm of the concatenation of ``tensors`` (every float is a Fraction)."""
+    return sum(
+        (Fraction(v) ** 2 for t in tensors for v in t.double().flatten().tolist()), Fraction()
+    )
+
+
+def _largest_addition(grads: list[torch.Tensor]) -> tuple[Fraction, int]:
+    """Over every record, its exact squared addition over C^2 (the largest), and how many exceed C.
+
+    Record j alone is real (the others are padding, factor 0), so each member's clipped sum is
+    exactly that record's addition; it must equal fl(c_j G_j), each product rounded once in the
+    gradients' dtype, recomputed here from the factor and gradients the code rounds."""
+    a, b = grads[0].shape[:2]
+    worst, over = Fraction(0), 0
+    for j in range(b):
+        real = torch.zeros(a, b, dtype=torch.bool)
+        real[:, j] = True
+        summed = dp_ensemble._clipped_sums(grads, real, list(CLIPS))
+        factor = dp_ensemble._clip_factors(grads, real, list(CLIPS))
+        assert factor.dtype == grads[0].dtype and bool((factor[~real] == 0).all())
+        for k, clip in enumerate(CLIPS):
+            added = [s[k] for s in summed]
+            expected = [factor[k, j] * g[k, j] for g in grads]  # rounded once, as summed
+            assert all(torch.equal(x, y) for x, y in zip(added, expected, strict=True))
+            ratio = _exact_sq(added) / Fraction(clip) ** 2
+            worst, over = max(worst, ratio), over + (ratio > 1)
+    return worst, over
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_no_record_adds_more_than_c(dtype):
+    """Every record clipped (norms about 2300 against C <= 2): each adds less than C, exactly."""
+    worst, over = _largest_addition(_records(dtype, 100.0))
+    assert over == 0 and worst < 1
+    assert worst > 1 - 1e-5  # clipped to C, only a hair below it
+
+
+def test_float32_norms_let_records_add_more_than_c(monkeypatch):
+    """The same check fails for the old factor min(1, C / (float32 norm + 1e-6)): records add
+    C (1 + O(u)) by the norm's, the factor's and the products' roundings (measured: 28 of 48,
+    the worst 1 + 8.9e-8 C; certified, the worst 1 - 2.6e-7 C); and for a bound 0.1 % below the
+    certified one, every record."""
+    grads = _records(torch.float32, 100.0)
+
+    def old(grads, real, clips):
+        a, b = real.shape
+        norms = torch.stack([g.reshape(a, b, -1).norm(2, dim=2) for g in grads], 2).norm(2, dim=2)
+        c = torch.tensor(clips, dtype=norms.dtype).unsqueeze(1)
+        return (c / (norms + dp_ensemble.CLIP_EPS)).clamp(max=1.0) * real.to(norms.dtype)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(dp_ensemble, "_clip_factors", old)
+        worst, over = _largest_addition(grads)
+    assert over > 0 and worst > 1
+    bound_sq = dp_ensemble.materialised_bound_sq
+
+    def low(weight, bias):
+        return bound_sq(weight, bias) * (1 - 1e-3) ** 2
+
+    monkeypatch.setattr(dp_ensemble, "materialised_bound_sq", low)
+    worst, over = _largest_addition(grads)
+    assert over == len(CLIPS) * 16 and worst > 1 + 1e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_certified_factors_are_the_norms_within_noise(dtype):
+    """On ordinary gradients (norms about 0.023, 0.23 and 2.3 against C = 1, 0.5, 2: some
+    clipped, some not; padding) the factors equal min(1, C / (norm + 1e-6)) to a relative 1e-5."""
+    grads = [
+        torch.cat([g[:, :4] * 0.1, g[:, 4:8], g[:, 8:] * 0.01], 1) for g in _records(dtype, 0.1)
+    ]
+    real = torch.ones(len(CLIPS), 16, dtype=torch.bool)
+    real[1, 12:] = False
+    factor = dp_ensemble._clip_factors(grads, real, list(CLIPS))
+    a, b = real.shape
+    norms = torch.stack([g.reshape(a, b, -1).norm(2, dim=2) for g in grads], 2).norm(2, dim=2)
+    clips = torch.tensor(CLIPS, dtype=dtype).unsqueeze(1)
+    old = (clips / (norms + dp_ensemble.CLIP_EPS)).clamp(max=1.0) * real.to(dtype)
+    assert bool(((factor - old).abs() <= 1e-5 * old).all())
+    assert bool((factor < 1).any() and (factor == 1).any() and (factor[~real] == 0).all())
