@@ -41,6 +41,7 @@ from dataclasses import replace
 
 import torch
 
+from dpvae_core.allocator import keep_freed_memory
 from dpvae_core.precision import check_precision_supported
 from models.divergences import Divergence
 from models.dp import (
@@ -198,6 +199,7 @@ def time_once(
 
 def main() -> None:
     args = parse_args()
+    kept = keep_freed_memory()  # as every cell process runs (DPVAE_MALLOC=default: glibc's own)
     threads = args.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
     data = random_data(args.records, args.model, args.length)
@@ -215,7 +217,7 @@ def main() -> None:
         f"{what}, latent {args.latent}), {args.records} random "
         f"records, batch {args.batch_size}, {steps} steps/epoch, device {args.device}, "
         f"{threads} threads, torch {torch.__version__}, fastest of {args.repeats} "
-        "interleaved epoch(s)"
+        f"interleaved epoch(s), freed memory {'kept' if kept else 'returned (glibc defaults)'}"
     )
     for precision in args.precisions:
         check_precision_supported(precision, args.device)

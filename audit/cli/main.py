@@ -37,7 +37,9 @@ def _subcommand(name: str) -> Callable[[Sequence[str]], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     from audit.cli.run_command import run_main
+    from dpvae_core.allocator import keep_freed_memory
 
+    keep_freed_memory()  # freed memory stays in the process (dpvae_core.allocator)
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in ("epsilon", "audit", "attack", "report", "check"):

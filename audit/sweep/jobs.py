@@ -33,6 +33,7 @@ from audit.sweep.real_accuracy import (
 )
 from audit.sweep.shared_references import train_shared_references
 from audit.sweep.tuning_cache import cached_tuning, save_tuning, tuning_path
+from dpvae_core.allocator import keep_freed_memory
 from dpvae_core.progress import ProgressFactory, null_progress
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ def compute_cell(
     (:func:`audit.cell.tuning.tune_cell`; ``on_tuned`` gets the record as soon as it exists:
     the local executor stores it then), and runs with the chosen values.
     """
+    keep_freed_memory()  # a DP-Adam step no longer faults its scratch memory in again
     if threads is not None:
         torch.set_num_threads(threads)
     log.info(
