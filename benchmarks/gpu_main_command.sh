@@ -10,8 +10,8 @@
 #    step runs with the ensemble switched off (models.ensemble.ENSEMBLE_DEVICE_TYPES emptied);
 # 2. the quick main command, `--dataset lfw20 --mech cdp --profile quick --seeds 0`, all defaults
 #    (--device auto, --precision auto, --workers auto), its wall time (goal: 4 minutes);
-# 3. the same with seeds 0 1 2 into the same --out (seed 0's cells reused): the rows of seeds 0-2
-#    to hold against results/lfw20-quick-main-runs.csv.gz (before the speed work; issues 38, 39);
+# 3. benchmarks/bench_cuda_graphs.py (part 4's study: decode, a training step and a DP step,
+#    eager against CUDA graphs and torch.compile; at most 120 s), into $OUT/cuda_graphs.txt;
 # 4. the standard profile's none and z = 1 cells, side by side (goal: 4 minutes each), if time is
 #    left (BUDGET seconds in all, default 560). Each step is stopped with SIGINT at its limit (the
 #    sweep keeps its finished cells).
@@ -58,8 +58,8 @@ if ! timed smoke 120 --dataset digits --mech cdp --grid 1 --profile quick --epoc
 fi
 timed quick-seed0 $(( $(left) > 330 ? 330 : $(left) )) --dataset lfw20 --data-home "$DATA" \
     --mech cdp --profile quick --seeds 0 --no-progress -v --out "$RUNS/quick"
-[ "$(left)" -gt 60 ] && timed quick-seeds012 $(( $(left) - 10 )) --dataset lfw20 \
-    --data-home "$DATA" --mech cdp --profile quick --seeds 0 1 2 --no-progress -v --out "$RUNS/quick"
+[ "$(left)" -gt 60 ] && timeout -k 10 120 $PY benchmarks/bench_cuda_graphs.py --device cuda \
+    > "$OUT/cuda_graphs.txt" 2>&1; tail -12 "$OUT/cuda_graphs.txt" 2>/dev/null
 [ "$(left)" -gt 60 ] && timed standard-none-z1 $(( $(left) - 10 )) --dataset lfw20 --data-home "$DATA" \
     --mech cdp --grid 1 --profile standard --seeds 0 --no-progress --no-report -v --out "$RUNS/standard"
 for run in quick standard; do
