@@ -28,7 +28,7 @@ from dpvae_core.precision import (
     check_precision_supported,
     resolve_precision,
 )
-from dpvae_core.validation import AUTO, DeviceChoice, resolve_device
+from dpvae_core.validation import AUTO, DeviceChoice, machine_memory, resolve_device
 
 
 @dataclass(frozen=True)
@@ -119,17 +119,41 @@ MAX_GPU_WORKERS = 8
 GIB_PER_GPU_WORKER = 4
 
 
+#: ``--workers auto`` on the CPU: cells whose records hold at least this many values (LFW20's
+#: 64x64x3 faces: 12,288) run side by side, one core each, where the sweep has several; smaller
+#: records (digits, lfw-subset) keep one cell at a time on every core, their cells taking
+#: seconds, about what starting a worker process costs. On LFW20's quick main command (8 cells,
+#: 2 cores, bf16) two cells side by side, one thread each, took 32.3 min against 40.2 min one at a
+#: time: a small model's convolutions gain 1.2-1.35x from a second thread, a second cell 2x
+#: (benchmarks/README.md).
+CPU_SIDE_BY_SIDE_VALUES = 4096
+#: At most this many cells side by side on the CPU, and one per this many GiB of the machine's
+#: memory (a quick LFW20 cell's process peaked at 2.3 GB).
+MAX_CPU_WORKERS = 8
+GIB_PER_CPU_WORKER = 3
+
+
 def resolve_workers(
-    requested: int | None, device: str, *, cpus: int | None = None, free_gib: float | None = None
+    requested: int | None,
+    device: str,
+    *,
+    cpus: int | None = None,
+    free_gib: float | None = None,
+    cells: int = 1,
+    record_values: int = 0,
+    memory_gib: float | None = None,
 ) -> tuple[int, str]:
     """How many cells run at a time, and the line that says why. ``requested``: ``--workers``
-    (None: auto). Auto is 1 on the CPU (a cell already uses every core) and, on a GPU, as many
-    as :data:`MAX_GPU_WORKERS`, the cores (two each) and the free memory allow: a cell's small
-    kernels leave the GPU idle most of its time, so cells side by side fill it."""
+    (None: auto). Auto on the CPU is 1 (a cell uses every core) unless the sweep has several
+    ``cells`` of records with at least :data:`CPU_SIDE_BY_SIDE_VALUES` values
+    (``record_values``): then as many as the cells, the cores (one each),
+    :data:`MAX_CPU_WORKERS` and the memory (:data:`GIB_PER_CPU_WORKER` each) allow. On a GPU, as
+    many as :data:`MAX_GPU_WORKERS`, the cores (two each) and the free memory allow: a cell's
+    small kernels leave the GPU idle most of its time, so cells side by side fill it."""
     if requested is not None:
         return requested, f"workers: {requested} (--workers {requested})"
     if torch.device(device).type != "cuda":
-        return 1, "workers: 1 (auto: on the CPU one cell at a time uses every core)"
+        return _cpu_workers(cpus, cells, record_values, memory_gib)
     cpus = cpus or os.cpu_count() or 1
     if free_gib is None:
         free, _ = torch.cuda.mem_get_info(torch.device(device))
@@ -139,4 +163,27 @@ def resolve_workers(
     return workers, (
         f"workers: {workers} (auto: cells side by side on {device}; at most "
         f"{MAX_GPU_WORKERS}, {cpus} CPU cores / 2, {free_gib:.0f} GiB free / {GIB_PER_GPU_WORKER})"
+    )
+
+
+def _cpu_workers(
+    cpus: int | None, cells: int, record_values: int, memory_gib: float | None
+) -> tuple[int, str]:
+    """``--workers auto`` on the CPU (:func:`resolve_workers`)."""
+    one = (1, "workers: 1 (auto: on the CPU one cell at a time uses every core)")
+    if cpus is None:
+        affinity = getattr(os, "sched_getaffinity", None)
+        cpus = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+    if record_values < CPU_SIDE_BY_SIDE_VALUES or cells < 2 or cpus < 2:
+        return one
+    if memory_gib is None:
+        memory_gib = machine_memory() / 2**30
+    by_memory = int(memory_gib // GIB_PER_CPU_WORKER)
+    workers = max(1, min(MAX_CPU_WORKERS, cells, cpus, by_memory))
+    if workers == 1:
+        return one
+    return workers, (
+        f"workers: {workers} (auto: {cells} cells of {record_values}-value records side by side "
+        f"on the CPU, one core each; at most {MAX_CPU_WORKERS}, {cpus} cores, "
+        f"{memory_gib:.0f} GiB / {GIB_PER_CPU_WORKER})"
     )

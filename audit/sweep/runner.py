@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from audit import results
@@ -131,12 +132,17 @@ def run_sweep(
     config, choices = resolve_sweep(config, dataset, out)  # no cell ever holds "auto"
     for line in choices.lines():
         announce(line)
+    pairs = build_cells(config, data_sha256=dataset.content_hash)
     if executor is None:
-        workers, why = resolve_workers(config.workers, config.device)
+        workers, why = resolve_workers(
+            config.workers,
+            config.device,
+            cells=len(pairs),
+            record_values=int(np.prod(dataset.x.shape[1:])),
+        )
         announce(why)
         if workers > 1:
             executor = ProcessExecutor(workers, pool_threads(workers))
-    pairs = build_cells(config, data_sha256=dataset.content_hash)
     version = code_version()
     failed: list[CellFailed] = []
     with results.sweep_session(out):  # from here on, no other sweep cleans temporary files

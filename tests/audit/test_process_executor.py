@@ -15,7 +15,13 @@ import torch
 from audit import results
 from audit.config import SweepConfig
 from audit.executors import CellFailed, ProcessExecutor, pool_threads
-from audit.sweep.device_choice import MAX_GPU_WORKERS, resolve_workers
+from audit.sweep.device_choice import (
+    CPU_SIDE_BY_SIDE_VALUES,
+    GIB_PER_CPU_WORKER,
+    MAX_CPU_WORKERS,
+    MAX_GPU_WORKERS,
+    resolve_workers,
+)
 from audit.sweep.jobs import SweepIncomplete, compute_cell
 from audit.sweep.runner import run_sweep
 from tests.audit.test_executors import _config as executors_config
@@ -115,6 +121,34 @@ def test_workers_auto_fills_a_gpu_and_leaves_the_cpu_to_one_cell():
     assert resolve_workers(None, "cuda", cpus=16, free_gib=9)[0] == 2  # 4 GiB a cell
     assert resolve_workers(None, "cuda", cpus=1, free_gib=1)[0] == 1
     assert pool_threads(8, cpus=16) == 2 and pool_threads(3, cpus=2) == 1
+
+
+def test_workers_auto_on_the_cpu_runs_large_record_cells_side_by_side():
+    """Cells of LFW-sized records (64x64x3: 12,288 values) side by side on the CPU, one core
+    each, bounded by the cells, the cores, MAX_CPU_WORKERS and GIB_PER_CPU_WORKER of memory;
+    small records (digits' 64 values, lfw-subset's 625), one cell, or one core: one at a time."""
+    lfw = {"record_values": 64 * 64 * 3, "memory_gib": 24.0}
+    assert resolve_workers(None, "cpu", cpus=2, cells=8, **lfw) == (
+        2,
+        "workers: 2 (auto: 8 cells of 12288-value records side by side on the CPU, one core "
+        "each; at most 8, 2 cores, 24 GiB / 3)",
+    )
+    assert resolve_workers(None, "cpu", cpus=16, cells=8, **lfw)[0] == MAX_CPU_WORKERS
+    assert resolve_workers(None, "cpu", cpus=16, cells=3, **lfw)[0] == 3  # the cells
+    assert (
+        resolve_workers(None, "cpu", cpus=16, cells=8, record_values=12288, memory_gib=7)[0]
+        == 7 // GIB_PER_CPU_WORKER
+    )
+    one = "workers: 1 (auto: on the CPU one cell at a time uses every core)"
+    assert resolve_workers(None, "cpu", cpus=2, cells=1, **lfw) == (1, one)
+    assert resolve_workers(None, "cpu", cpus=1, cells=8, **lfw) == (1, one)
+    for small in (64, 625, CPU_SIDE_BY_SIDE_VALUES - 1):
+        assert resolve_workers(None, "cpu", cpus=16, cells=28, record_values=small) == (1, one)
+    assert resolve_workers(None, "cpu", cpus=2, cells=8, record_values=12288, memory_gib=5) == (
+        1,
+        one,
+    )
+    assert resolve_workers(1, "cpu", cpus=2, cells=8, **lfw)[0] == 1  # --workers 1 wins
 
 
 DRIVER = """
