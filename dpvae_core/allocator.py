@@ -6,8 +6,8 @@ blocks by ``mmap``, unmapped again on ``free``. Both thresholds adapt to the siz
 threshold rises to the largest block freed, up to 32 MiB; the trim threshold follows at twice
 it). A book-keeping DP-Adam step frees more scratch memory at its end than that, so the heap was
 trimmed after every step and the next step faulted the same pages in again, zero-filled by the
-kernel: on LFW20's quick shapes (batch 16, one thread) 5,000 to 7,000 page faults a step, about
-15 % of the step's CPU time, system time the non-private step did not pay
+kernel: on LFW20's quick shapes (batch 16, one thread) 3,600 to 7,700 page faults a step, 10 to
+12 ms of system time in a step of 85 to 100 ms, which the non-private step did not pay
 (``benchmarks/bench_allocator.py``).
 
 :func:`keep_freed_memory` fixes both thresholds: blocks under 32 MiB (glibc's largest mmap

@@ -152,9 +152,9 @@ def resolve_workers(
     small kernels leave the GPU idle most of its time, so cells side by side fill it."""
     if requested is not None:
         return requested, f"workers: {requested} (--workers {requested})"
+    cpus = cpus or os.cpu_count() or 1  # as pool_threads counts them
     if torch.device(device).type != "cuda":
         return _cpu_workers(cpus, cells, record_values, memory_gib)
-    cpus = cpus or os.cpu_count() or 1
     if free_gib is None:
         free, _ = torch.cuda.mem_get_info(torch.device(device))
         free_gib = free / 2**30
@@ -167,13 +167,10 @@ def resolve_workers(
 
 
 def _cpu_workers(
-    cpus: int | None, cells: int, record_values: int, memory_gib: float | None
+    cpus: int, cells: int, record_values: int, memory_gib: float | None
 ) -> tuple[int, str]:
     """``--workers auto`` on the CPU (:func:`resolve_workers`)."""
     one = (1, "workers: 1 (auto: on the CPU one cell at a time uses every core)")
-    if cpus is None:
-        affinity = getattr(os, "sched_getaffinity", None)
-        cpus = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
     if record_values < CPU_SIDE_BY_SIDE_VALUES or cells < 2 or cpus < 2:
         return one
     if memory_gib is None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
+import math
 import shlex
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from audit import results
@@ -138,7 +138,7 @@ def run_sweep(
             config.workers,
             config.device,
             cells=len(pairs),
-            record_values=int(np.prod(dataset.x.shape[1:])),
+            record_values=math.prod(dataset.x.shape[1:]),
         )
         announce(why)
         if workers > 1:

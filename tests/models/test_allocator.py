@@ -69,9 +69,15 @@ def test_glibc_defaults_fault_the_same_pages_in_every_round():
 
 
 def test_opt_out_changes_nothing(monkeypatch):
+    """DPVAE_MALLOC=default returns before the C library is loaded, so mallopt is never called
+    (monkeypatch puts the process's own ``_applied`` back afterwards)."""
     from dpvae_core import allocator
 
+    def no_library(name):
+        raise AssertionError(f"the C library was loaded ({name})")
+
     monkeypatch.setattr(allocator, "_applied", None)
+    monkeypatch.setattr(allocator.ctypes, "CDLL", no_library)
     monkeypatch.setenv("DPVAE_MALLOC", "default")
     assert allocator.keep_freed_memory() is False
-    monkeypatch.setattr(allocator, "_applied", None)  # the process's own setting is untouched
+    assert allocator.keep_freed_memory() is False  # decided once per process
