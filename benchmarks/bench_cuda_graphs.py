@@ -37,6 +37,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this tree's code, not another
 
+from timing import device_seconds  # noqa: E402
+
 from models.dp import SampleLoss  # noqa: E402
 from models.dp.book_keeping import BookKeepingGradients  # noqa: E402
 from models.training import image_layout, vae_per_example_loss  # noqa: E402
@@ -55,17 +57,10 @@ def parse_args() -> argparse.Namespace:
 
 
 def timed(fn, device: torch.device, repeats: int, warmup: int) -> float:
-    """Median wall seconds of one synchronised call."""
+    """Median wall seconds of one synchronised call (``timing.device_seconds``)."""
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(device_seconds(fn, device) for _ in range(repeats))
 
 
 def kernel_seconds(fn, device: torch.device, calls: int = 10) -> float:
